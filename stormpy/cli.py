@@ -1,0 +1,199 @@
+"""The ``stormpy`` command: parse argv, build a daemon or client call, wait for it or a signal.
+
+Each command only parses options and hands a ``Config`` to the module that does the work
+(imported lazily, so ``stormpy list`` does not import PySpark). Errors a user can act on
+(``UserError``, ``ConfigError``) become one line on stderr and exit code 1, never a traceback.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from stormpy.config import Config, ConfigError, load_config, parse_overrides
+from stormpy.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"stormpy: error: {message}", err=True)
+    sys.exit(code)
+
+
+def config_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--config FILE`` and ``-c key=value`` to a command and pass a loaded ``conf``."""
+
+    @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+                  help="A storm.yaml file whose keys override the defaults.")
+    @click.option("-c", "overrides", multiple=True, metavar="KEY=VALUE",
+                  help="Override a config key (value parsed as YAML), repeatable.")
+    @functools.wraps(func)
+    def wrapper(*args: Any, config_file: str | None, overrides: tuple[str, ...], **kwargs: Any) -> Any:
+        try:
+            user_overrides = parse_overrides(overrides)
+            conf = load_config(config_file, user_overrides)
+        except ConfigError as exc:
+            _fail(str(exc))
+        try:
+            return func(*args, conf=conf, user_overrides=user_overrides, **kwargs)
+        except (UserError, ConfigError) as exc:
+            _fail(str(exc), getattr(exc, "exit_code", 1))
+        except KeyboardInterrupt:
+            sys.exit(130)
+
+    return wrapper
+
+
+def _parallelism(values: tuple[str, ...]) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for item in values:
+        name, sep, num = item.partition("=")
+        if not sep or not name or not num.strip().isdigit() or int(num) < 1:
+            raise UserError(f"-e expects COMPONENT=PARALLELISM with a positive number, got {item!r}")
+        result[name] = int(num)
+    return result
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Log debug messages.")
+def main(verbose: bool) -> None:
+    """stormpy: Apache Storm, rebuilt in Python."""
+    from stormpy.logs import setup_cli_logging
+
+    setup_cli_logging(logging.DEBUG if verbose else logging.INFO)
+
+
+# ---------------------------------------------------------------- daemons
+
+@main.command("dev-zookeeper")
+@config_options
+def dev_zookeeper(conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Run a development ZooKeeper from the jars of the installed pyspark wheel."""
+    from stormpy.devzk import run_dev_zookeeper
+
+    sys.exit(run_dev_zookeeper(conf))
+
+
+@main.command()
+@config_options
+def nimbus(conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Run Nimbus: the Thrift master that schedules topologies."""
+    from stormpy.nimbus.daemon import run_nimbus
+
+    sys.exit(run_nimbus(conf))
+
+
+@main.command()
+@config_options
+def supervisor(conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Run a supervisor: launches and watches this host's worker processes."""
+    from stormpy.supervisor.daemon import run_supervisor
+
+    sys.exit(run_supervisor(conf))
+
+
+@main.command()
+@config_options
+def ui(conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Run the web UI and its JSON API (/api/v1/) over Nimbus."""
+    from stormpy.ui.server import run_ui
+
+    sys.exit(run_ui(conf))
+
+
+# ---------------------------------------------------------------- topologies
+
+@main.command()
+@click.argument("topology_file", type=click.Path(dir_okay=False))
+@click.option("--name", default=None, help="Topology name (default: the file's stem).")
+@click.option("--duration", type=float, default=0, show_default=True,
+              help="Seconds to run; 0 runs until Ctrl-C.")
+@config_options
+def local(topology_file: str, name: str | None, duration: float, conf: Config,
+          user_overrides: dict[str, Any]) -> None:
+    """Run a topology in this process, without a cluster."""
+    from stormpy.local.runner import run_local
+
+    sys.exit(run_local(topology_file, name=name, duration=duration, conf=conf, user_overrides=user_overrides))
+
+
+@main.command()
+@click.argument("topology_file", type=click.Path(dir_okay=False))
+@click.option("--name", default=None, help="Topology name (default: the file's stem).")
+@click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (topology.workers).")
+@click.option("--inactive", is_flag=True, help="Submit with status INACTIVE.")
+@config_options
+def submit(topology_file: str, name: str | None, workers: int | None, inactive: bool, conf: Config,
+           user_overrides: dict[str, Any]) -> None:
+    """Upload a topology's code to Nimbus and start it."""
+    from stormpy.client.submit import submit_topology_file
+
+    submit_topology_file(topology_file, name=name, workers=workers, inactive=inactive, conf=conf,
+                         user_overrides=user_overrides)
+
+
+@main.command()
+@click.argument("name")
+@click.option("-w", "--wait", "wait_secs", type=click.IntRange(min=0), default=None,
+              help="Seconds between deactivating spouts and removing the topology.")
+@config_options
+def kill(name: str, wait_secs: int | None, conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Kill a running topology."""
+    from stormpy.client import commands
+
+    commands.kill(conf, name, wait_secs)
+
+
+@main.command()
+@click.argument("name")
+@config_options
+def activate(name: str, conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Activate a topology's spouts."""
+    from stormpy.client import commands
+
+    commands.activate(conf, name)
+
+
+@main.command()
+@click.argument("name")
+@config_options
+def deactivate(name: str, conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Deactivate a topology's spouts."""
+    from stormpy.client import commands
+
+    commands.deactivate(conf, name)
+
+
+@main.command()
+@click.argument("name")
+@click.option("-w", "--wait", "wait_secs", type=click.IntRange(min=0), default=None,
+              help="Seconds to stay REBALANCING before executors are re-spread.")
+@click.option("-n", "--num-workers", "num_workers", type=click.IntRange(min=1), default=None,
+              help="New number of worker processes.")
+@click.option("-e", "--executor", "executors", multiple=True, metavar="COMPONENT=PARALLELISM",
+              help="New parallelism of a component, repeatable.")
+@config_options
+def rebalance(name: str, wait_secs: int | None, num_workers: int | None, executors: tuple[str, ...],
+              conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Re-spread a topology's executors, optionally with new worker count / parallelism."""
+    from stormpy.client import commands
+
+    commands.rebalance(conf, name, wait_secs, num_workers, _parallelism(executors))
+
+
+@main.command("list")
+@config_options
+def list_(conf: Config, user_overrides: dict[str, Any]) -> None:
+    """List the topologies on the cluster."""
+    from stormpy.client import commands
+
+    commands.list_topologies(conf)
+
+
+if __name__ == "__main__":
+    main()

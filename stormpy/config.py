@@ -1,0 +1,228 @@
+"""Every configuration key stormpy reads: name, default, type and a one-line doc.
+
+Keys keep Apache Storm's names so an existing ``storm.yaml`` carries over. A ``Config`` is
+built once (defaults <- YAML file <- ``-c key=value`` overrides <- topology config) and passed
+to daemons as an object; nothing reads configuration from globals. Unknown keys are kept as
+they are: topologies carry their users' own keys to components as ``stormconf``.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value or file that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    default: Any
+    type: type | tuple[type, ...] | None
+    doc: str
+
+    def coerce(self, value: Any) -> Any:
+        """Return ``value`` as this key's type, or raise ConfigError naming the key."""
+        if value is None or self.type is None:
+            return value
+        types = self.type if isinstance(self.type, tuple) else (self.type,)
+        if isinstance(value, types) and not (isinstance(value, bool) and bool not in types):
+            return value
+        for t in types:
+            try:
+                if t is bool and isinstance(value, str):
+                    if value.lower() in ("true", "yes", "1"):
+                        return True
+                    if value.lower() in ("false", "no", "0"):
+                        return False
+                    continue
+                if t in (int, float) and isinstance(value, (int, float, str)) and not isinstance(value, bool):
+                    return t(value)
+                if t is str and isinstance(value, (int, float)):
+                    return str(value)
+                if t is list and isinstance(value, (tuple, set)):
+                    return list(value)
+            except (TypeError, ValueError):
+                continue
+        names = "/".join(t.__name__ for t in types)
+        raise ConfigError(f"config key {self.name!r} must be {names}, got {value!r}")
+
+
+KEYS: dict[str, Key] = {}
+
+
+def _key(name: str, default: Any, type_: type | tuple[type, ...] | None, doc: str) -> Key:
+    key = Key(name, default, type_, doc)
+    KEYS[name] = key
+    return key
+
+
+# ---------------------------------------------------------------- ZooKeeper
+STORM_ZOOKEEPER_SERVERS = _key("storm.zookeeper.servers", ["localhost"], list, "ZooKeeper hosts.")
+STORM_ZOOKEEPER_PORT = _key("storm.zookeeper.port", 2181, int, "ZooKeeper client port.")
+STORM_ZOOKEEPER_ROOT = _key("storm.zookeeper.root", "/storm", str, "Chroot under which all cluster state lives.")
+STORM_ZOOKEEPER_SESSION_TIMEOUT = _key("storm.zookeeper.session.timeout", 20000, int, "ZooKeeper session timeout, ms.")
+STORM_ZOOKEEPER_CONNECTION_TIMEOUT = _key("storm.zookeeper.connection.timeout", 15000, int, "ZooKeeper connect timeout, ms.")
+STORM_ZOOKEEPER_RETRY_TIMES = _key("storm.zookeeper.retry.times", 5, int, "Retries of a failed ZooKeeper operation.")
+STORM_ZOOKEEPER_RETRY_INTERVAL = _key("storm.zookeeper.retry.interval", 1000, int, "First retry delay, ms.")
+DEV_ZOOKEEPER_PATH = _key("dev.zookeeper.path", "/tmp/dev-storm-zookeeper", str, "Data dir of `stormpy dev-zookeeper`.")
+
+# ---------------------------------------------------------------- local machine
+STORM_LOCAL_DIR = _key("storm.local.dir", "storm-local", str, "Where daemons keep code, local state and uploads.")
+STORM_LOG_DIR = _key("storm.log.dir", "logs", str, "Daemon logs; workers log under workers-artifacts/<id>/<port>/.")
+STORM_LOCAL_HOSTNAME = _key("storm.local.hostname", None, str, "Hostname to advertise; default: this machine's name.")
+
+# ---------------------------------------------------------------- Nimbus
+NIMBUS_SEEDS = _key("nimbus.seeds", ["localhost"], list, "Hosts where clients look for Nimbus.")
+NIMBUS_HOST = _key("nimbus.host", None, str, "Old single-Nimbus key; used when nimbus.seeds is not set.")
+NIMBUS_THRIFT_PORT = _key("nimbus.thrift.port", 6627, int, "Nimbus Thrift port.")
+NIMBUS_THRIFT_MAX_BUFFER_SIZE = _key("nimbus.thrift.max_buffer_size", 1048576 * 32, int, "Largest Thrift frame Nimbus accepts, bytes.")
+NIMBUS_TASK_TIMEOUT_SECS = _key("nimbus.task.timeout.secs", 30, int, "Reassign executors whose heartbeat is older than this.")
+NIMBUS_TASK_LAUNCH_SECS = _key("nimbus.task.launch.secs", 120, int, "Grace period for executors that were just assigned.")
+NIMBUS_SUPERVISOR_TIMEOUT_SECS = _key("nimbus.supervisor.timeout.secs", 60, int, "A supervisor silent this long is dead.")
+NIMBUS_MONITOR_FREQ_SECS = _key("nimbus.monitor.freq.secs", 10, int, "How often Nimbus checks heartbeats and reassigns.")
+NIMBUS_CLEANUP_INBOX_FREQ_SECS = _key("nimbus.cleanup.inbox.freq.secs", 600, int, "How often old uploads are deleted.")
+NIMBUS_INBOX_JAR_EXPIRATION_SECS = _key("nimbus.inbox.jar.expiration.secs", 3600, int, "Age after which an upload is deleted.")
+NIMBUS_FILE_COPY_EXPIRATION_SECS = _key("nimbus.file.copy.expiration.secs", 600, int, "An idle upload/download stream is dropped after this.")
+NIMBUS_FILE_UPLOAD_MAX_BYTES = _key("nimbus.file.upload.max.bytes", 256 * 1024 * 1024, int, "Largest accepted topology upload.")
+
+# ---------------------------------------------------------------- supervisor
+SUPERVISOR_SLOTS_PORTS = _key("supervisor.slots.ports", [6700, 6701, 6702, 6703], list, "Worker ports of this supervisor.")
+SUPERVISOR_HEARTBEAT_FREQUENCY_SECS = _key("supervisor.heartbeat.frequency.secs", 5, int, "How often SupervisorInfo is written.")
+SUPERVISOR_MONITOR_FREQUENCY_SECS = _key("supervisor.monitor.frequency.secs", 3, int, "How often worker processes are checked.")
+SUPERVISOR_WORKER_TIMEOUT_SECS = _key("supervisor.worker.timeout.secs", 30, int, "Kill a worker whose local heartbeat is older than this.")
+SUPERVISOR_WORKER_START_TIMEOUT_SECS = _key("supervisor.worker.start.timeout.secs", 120, int, "Kill a worker that has not heartbeated this long after launch.")
+SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = _key("supervisor.worker.shutdown.sleep.secs", 3, int, "SIGTERM grace period before SIGKILL.")
+SUPERVISOR_SYNC_FREQ_SECS = _key("supervisor.sync.freq.secs", 10, int, "How often assignments are synced without a watch firing.")
+
+# ---------------------------------------------------------------- worker / task
+WORKER_HEARTBEAT_FREQUENCY_SECS = _key("worker.heartbeat.frequency.secs", 1, int, "How often a worker writes its local heartbeat.")
+WORKER_CHILDOPTS = _key("worker.childopts", None, (str, list), "Extra interpreter options for worker processes.")
+TASK_HEARTBEAT_FREQUENCY_SECS = _key("task.heartbeat.frequency.secs", 3, int, "How often executor stats reach the cluster.")
+TASK_REFRESH_POLL_SECS = _key("task.refresh.poll.secs", 10, int, "How often a worker re-reads its assignment without a watch firing.")
+
+# ---------------------------------------------------------------- topology
+TOPOLOGY_NAME = _key("topology.name", None, str, "The topology's name (set at submit).")
+TOPOLOGY_WORKERS = _key("topology.workers", 1, int, "Worker processes for the topology.")
+TOPOLOGY_ACKER_EXECUTORS = _key("topology.acker.executors", None, int, "Acker tasks; None means one per worker, 0 disables tracking.")
+TOPOLOGY_MESSAGE_TIMEOUT_SECS = _key("topology.message.timeout.secs", 30, int, "A tuple tree not completed in this time fails.")
+TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = _key("topology.enable.message.timeouts", True, bool, "Whether tuple trees time out.")
+TOPOLOGY_MAX_SPOUT_PENDING = _key("topology.max.spout.pending", None, int, "Most pending (un-acked) tuples per spout task.")
+TOPOLOGY_MAX_TASK_PARALLELISM = _key("topology.max.task.parallelism", None, int, "Cap on any component's parallelism.")
+TOPOLOGY_TICK_TUPLE_FREQ_SECS = _key("topology.tick.tuple.freq.secs", None, (int, float), "Send bolts a tick tuple this often.")
+TOPOLOGY_DEBUG = _key("topology.debug", False, bool, "Log every emitted tuple.")
+TOPOLOGY_SERIALIZERS = _key("topology.serializers", {}, dict, "Type name -> 'module:Class' serializer for non-msgpack values.")
+TOPOLOGY_SLEEP_SPOUT_WAIT_MS = _key("topology.sleep.spout.wait.strategy.time.ms", 1, int, "Spout sleep when it emitted nothing or is throttled.")
+TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = _key("topology.executor.receive.buffer.size", 32768, int, "Tuples an executor may have queued before backpressure.")
+TOPOLOGY_TRANSFER_BATCH_SIZE = _key("topology.transfer.batch.size", 1000, int, "Most tuples in one hand-over batch.")
+TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS = _key("topology.batch.flush.interval.millis", 2, int, "Flush partly filled batches after this long.")
+TOPOLOGY_BACKPRESSURE_ENABLE = _key("topology.backpressure.enable", True, bool, "Slow spouts down when receivers fall behind.")
+TOPOLOGY_ERROR_RETAIN = _key("topology.error.retain", 10, int, "Newest errors kept per component.")
+TOPOLOGY_TASK_RESTART_BACKOFF_SECS = _key("topology.task.restart.backoff.secs", 1.0, (int, float), "Pause before a crashed task is restarted.")
+TOPOLOGY_STATS_SAMPLE_RATE = _key("topology.stats.sample.rate", 0.05, float, "Fraction of tuples whose latency is sampled.")
+TOPOLOGY_ENVIRONMENT = _key("topology.environment", None, dict, "Extra environment variables for worker processes.")
+
+# ---------------------------------------------------------------- UI
+UI_HOST = _key("ui.host", "0.0.0.0", str, "Address the UI listens on.")
+UI_PORT = _key("ui.port", 8080, int, "UI port.")
+
+# ---------------------------------------------------------------- Spark sink
+SPARK_MASTER = _key("spark.master", "local[*]", str, "Spark master URL; sc://host:port for Spark Connect.")
+SPARK_SINK_BATCH_SIZE = _key("spark.sink.batch.size", 10000, int, "Rows per batch handed to Spark.")
+SPARK_SINK_BATCH_SECS = _key("spark.sink.batch.secs", 5, (int, float), "Hand a partial batch to Spark after this long.")
+
+
+def defaults() -> dict[str, Any]:
+    """A fresh dict of every key's default (lists and dicts copied)."""
+    return {k.name: json.loads(json.dumps(k.default)) for k in KEYS.values()}
+
+
+class Config(Mapping[str, Any]):
+    """An immutable, validated configuration; index it with a ``Key`` or a key name."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        merged = defaults()
+        for name, value in (values or {}).items():
+            key = KEYS.get(name)
+            merged[name] = key.coerce(value) if key else value
+        self._values = merged
+
+    def __getitem__(self, key: Key | str) -> Any:
+        return self._values[key.name if isinstance(key, Key) else key]
+
+    def get(self, key: Key | str, default: Any = None) -> Any:  # type: ignore[override]
+        return self._values.get(key.name if isinstance(key, Key) else key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def merged(self, values: Mapping[str, Any]) -> "Config":
+        """A new Config with ``values`` laid over this one."""
+        return Config({**self._values, **values})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def to_json(self) -> str:
+        return json.dumps(self._values, sort_keys=True)
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``key=value`` from the command line; the value is a YAML scalar or list."""
+    if "=" not in text:
+        raise ConfigError(f"-c expects key=value, got {text!r}")
+    name, raw = text.split("=", 1)
+    name = name.strip()
+    if not name:
+        raise ConfigError(f"-c expects key=value, got {text!r}")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return name, value
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    return dict(parse_override(item) for item in items)
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a storm.yaml; a missing or malformed file is a ConfigError naming it."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of keys to values")
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | Iterable[str] = ()) -> Config:
+    """Defaults, then the YAML file, then command-line overrides (``key=value`` strings or a dict)."""
+    values: dict[str, Any] = {}
+    if path:
+        values.update(read_yaml(path))
+    if isinstance(overrides, Mapping):
+        values.update(overrides)
+    else:
+        values.update(parse_overrides(overrides))
+    return Config(values)
+
+
+def topology_keys(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a config that travels with a topology: everything except daemon-only keys."""
+    daemon_prefixes = ("nimbus.", "supervisor.", "ui.", "dev.zookeeper.")
+    return {k: v for k, v in conf.items() if not k.startswith(daemon_prefixes)}

@@ -1,0 +1,59 @@
+"""Every ZooKeeper path stormpy uses, as functions (DESIGN section 4).
+
+Paths are relative to the cluster root: ``cluster_state`` connects with
+``storm.zookeeper.root`` as kazoo's chroot, so ``/storms/x`` really is ``<root>/storms/x``.
+Only this module spells paths; everything else asks ``cluster_state`` for meaning.
+"""
+from __future__ import annotations
+
+STORMS_ROOT = "/storms"
+ASSIGNMENTS_ROOT = "/assignments"
+SUPERVISORS_ROOT = "/supervisors"
+WORKERBEATS_ROOT = "/workerbeats"
+ERRORS_ROOT = "/errors"
+NIMBUSES_ROOT = "/nimbuses"
+LEADER_LOCK = "/leader-lock"
+TRANSACTIONAL_ROOT = "/transactional"
+
+ALL_ROOTS = (STORMS_ROOT, ASSIGNMENTS_ROOT, SUPERVISORS_ROOT, WORKERBEATS_ROOT, ERRORS_ROOT, NIMBUSES_ROOT)
+
+
+def storm(topology_id: str) -> str:
+    return f"{STORMS_ROOT}/{topology_id}"
+
+
+def assignment(topology_id: str) -> str:
+    return f"{ASSIGNMENTS_ROOT}/{topology_id}"
+
+
+def supervisor(supervisor_id: str) -> str:
+    return f"{SUPERVISORS_ROOT}/{supervisor_id}"
+
+
+def workerbeats(topology_id: str) -> str:
+    return f"{WORKERBEATS_ROOT}/{topology_id}"
+
+
+def worker_beat(topology_id: str, node: str, port: int) -> str:
+    return f"{WORKERBEATS_ROOT}/{topology_id}/{node}-{port}"
+
+
+def errors(topology_id: str) -> str:
+    return f"{ERRORS_ROOT}/{topology_id}"
+
+
+def component_errors(topology_id: str, component_id: str) -> str:
+    return f"{ERRORS_ROOT}/{topology_id}/{component_id}"
+
+
+def error_prefix(topology_id: str, component_id: str) -> str:
+    """Prefix for sequential error nodes: ZooKeeper appends the sequence number to ``e``."""
+    return f"{ERRORS_ROOT}/{topology_id}/{component_id}/e"
+
+
+def nimbus(host_port: str) -> str:
+    return f"{NIMBUSES_ROOT}/{host_port}"
+
+
+def transactional(topology_id: str, name: str) -> str:
+    return f"{TRANSACTIONAL_ROOT}/{topology_id}/{name}"
