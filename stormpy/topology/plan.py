@@ -1,0 +1,154 @@
+"""The runtime view of a topology: task ids, executors, streams and who subscribes to what.
+
+Built from the Thrift struct and the topology config by Nimbus (to schedule), by workers
+and by ``stormpy local`` (to route), so all of them agree on task numbering: ids start at 1
+and are handed out over components sorted by id, Storm's rule. The system bolt ``__acker``
+is added here when ``topology.acker.executors`` is not 0.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stormpy import config as cfg
+from stormpy.thrift import storm
+from stormpy.topology.validate import components, parse_json_conf
+
+ACKER_COMPONENT = "__acker"
+ACKER_CLASS = "stormpy.acker.bolt:AckerBolt"
+SYSTEM_COMPONENT = "__system"
+ACK_INIT_STREAM = "__ack_init"
+ACK_ACK_STREAM = "__ack_ack"
+ACK_FAIL_STREAM = "__ack_fail"
+TICK_STREAM = "__tick"
+
+
+@dataclass(frozen=True)
+class StreamDef:
+    fields: tuple[str, ...]
+    direct: bool = False
+
+
+@dataclass
+class ComponentPlan:
+    id: str
+    kind: str                      # "spout" | "bolt"
+    class_name: str                # "module:Class"
+    tasks: list[int]
+    streams: dict[str, StreamDef]
+    inputs: dict[tuple[str, str], Any]   # (component, stream) -> storm.Grouping
+    conf: dict[str, Any]           # topology conf <- component conf
+    parallelism: int               # executors
+
+    @property
+    def is_system(self) -> bool:
+        return self.id.startswith("__")
+
+
+@dataclass
+class TopologyPlan:
+    topology_id: str
+    name: str
+    conf: dict[str, Any]
+    components: dict[str, ComponentPlan]
+    task_component: dict[int, str] = field(default_factory=dict)
+    acker_tasks: list[int] = field(default_factory=list)
+    _subscribers: dict[tuple[str, str], list[tuple[str, Any]]] = field(default_factory=dict)
+
+    def subscribers(self, component_id: str, stream_id: str) -> list[tuple[str, Any]]:
+        """(target component, storm.Grouping) for every subscription to this stream."""
+        return self._subscribers.get((component_id, stream_id), [])
+
+    def executors(self) -> list[tuple[int, int]]:
+        """(task_start, task_end) of every executor, components in id order."""
+        result: list[tuple[int, int]] = []
+        for cid in sorted(self.components):
+            comp = self.components[cid]
+            result.extend(split_tasks(comp.tasks, comp.parallelism))
+        return result
+
+    def component_executors(self, component_id: str) -> list[tuple[int, int]]:
+        comp = self.components[component_id]
+        return split_tasks(comp.tasks, comp.parallelism)
+
+    def spout_tasks(self) -> list[int]:
+        return [t for c in self.components.values() if c.kind == "spout" for t in c.tasks]
+
+
+def split_tasks(tasks: list[int], parallelism: int) -> list[tuple[int, int]]:
+    """Spread a component's tasks over ``parallelism`` executors as contiguous ranges."""
+    if not tasks:
+        return []
+    count = max(1, min(parallelism, len(tasks)))
+    base, extra = divmod(len(tasks), count)
+    ranges, start = [], 0
+    for i in range(count):
+        size = base + (1 if i < extra else 0)
+        chunk = tasks[start:start + size]
+        ranges.append((chunk[0], chunk[-1]))
+        start += size
+    return ranges
+
+
+def acker_count(conf: Mapping[str, Any]) -> int:
+    ackers = conf.get("topology.acker.executors")
+    if ackers is None:
+        return int(conf.get("topology.workers") or 1)
+    return int(ackers)
+
+
+def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: str,
+               component_executors: Mapping[str, int] | None = None) -> TopologyPlan:
+    """The TopologyPlan of a (validated) topology; ``component_executors`` overrides parallelism."""
+    full_conf = cfg.Config(conf).to_dict()
+    overrides = dict(component_executors or {})
+    plans: dict[str, ComponentPlan] = {}
+    for cid, (kind, spec) in components(topology).items():
+        common = spec.common
+        comp_conf = parse_json_conf(common.json_conf, f"config of component {cid!r}")
+        obj = spec.spout_object if kind == "spout" else spec.bolt_object
+        par = int(common.parallelism_hint or 1)
+        num_tasks = int(comp_conf.get("topology.tasks") or par)
+        plans[cid] = ComponentPlan(
+            id=cid, kind=kind, class_name=obj.python_object.class_name, tasks=[],
+            streams={sid: StreamDef(tuple(s.output_fields), bool(s.direct)) for sid, s in (common.streams or {}).items()},
+            inputs={(g.componentId, g.streamId): grouping for g, grouping in (common.inputs or {}).items()},
+            conf={**full_conf, **comp_conf},
+            parallelism=min(overrides.get(cid, par), num_tasks),
+        )
+        plans[cid].tasks = [0] * num_tasks  # numbered below
+    ackers = acker_count(full_conf)
+    if ackers > 0:
+        plans[ACKER_COMPONENT] = ComponentPlan(
+            id=ACKER_COMPONENT, kind="bolt", class_name=ACKER_CLASS, tasks=[0] * ackers,
+            streams={ACK_ACK_STREAM: StreamDef(("id", "value"), True), ACK_FAIL_STREAM: StreamDef(("id",), True)},
+            inputs={}, conf=dict(full_conf), parallelism=min(overrides.get(ACKER_COMPONENT, ackers), ackers),
+        )
+    plan = TopologyPlan(topology_id=topology_id, name=name, conf=full_conf, components=plans)
+    next_task = 1
+    for cid in sorted(plans):
+        comp = plans[cid]
+        comp.tasks = list(range(next_task, next_task + len(comp.tasks)))
+        next_task += len(comp.tasks)
+        for task in comp.tasks:
+            plan.task_component[task] = cid
+    if ACKER_COMPONENT in plans:
+        plan.acker_tasks = list(plans[ACKER_COMPONENT].tasks)
+    for cid, comp in plans.items():
+        for (source, stream), grouping in comp.inputs.items():
+            plan._subscribers.setdefault((source, stream), []).append((cid, grouping))
+    for subs in plan._subscribers.values():
+        subs.sort(key=lambda item: item[0])
+    return plan
+
+
+def load_plan(topology_bytes: bytes, conf_json: str, topology_id: str,
+              component_executors: Mapping[str, int] | None = None) -> TopologyPlan:
+    """A plan from the files Nimbus stores in stormdist (stormtopology.ser, stormconf.json)."""
+    from stormpy.thrift import deserialize
+
+    topology = deserialize(storm.StormTopology, topology_bytes)
+    conf = json.loads(conf_json)
+    return build_plan(topology, conf, topology_id, conf.get("topology.name") or topology_id, component_executors)

@@ -1,0 +1,156 @@
+"""Validation of a compiled topology: the one function both the CLI and Nimbus call.
+
+Works on the Thrift struct and a config mapping only (Nimbus never imports user code), and
+raises ``InvalidTopologyException`` whose message names the component, stream or field at
+fault (DESIGN section 5).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from stormpy import config as cfg
+from stormpy.config import ConfigError
+from stormpy.thrift import storm
+
+# Storm's Utils.DISALLOWED_TOPOLOGY_NAME_STRS; '/' would also break ZooKeeper paths.
+DISALLOWED_NAME_CHARS = ("/", ".", ":", "\\")
+SYSTEM_PREFIX = "__"
+
+
+def invalid(msg: str) -> Exception:
+    return storm.InvalidTopologyException(msg=msg)
+
+
+def validate_topology_name(name: str) -> None:
+    if not name or not name.strip():
+        raise invalid("topology name must not be empty")
+    for char in DISALLOWED_NAME_CHARS:
+        if char in name:
+            raise invalid(f"topology name {name!r} must not contain {char!r}")
+
+
+def parse_json_conf(text: str | None, what: str = "topology config") -> dict[str, Any]:
+    """Parse a JSON config string; anything but a JSON object is invalid."""
+    if text is None or text == "":
+        return {}
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise invalid(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise invalid(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def components(topology: Any) -> dict[str, tuple[str, Any]]:
+    """component id -> ('spout'|'bolt', spec) of a StormTopology."""
+    result: dict[str, tuple[str, Any]] = {}
+    for cid, spec in (topology.spouts or {}).items():
+        result[cid] = ("spout", spec)
+    for cid, spec in (topology.bolts or {}).items():
+        if cid in result:
+            raise invalid(f"duplicate component id {cid!r} (used by a spout and a bolt)")
+        result[cid] = ("bolt", spec)
+    return result
+
+
+def component_object(kind: str, spec: Any) -> Any:
+    return spec.spout_object if kind == "spout" else spec.bolt_object
+
+
+def _check_component(cid: str, kind: str, spec: Any) -> None:
+    if not cid:
+        raise invalid("component id must not be empty")
+    if cid.startswith(SYSTEM_PREFIX):
+        raise invalid(f"component id {cid!r} is reserved: ids starting with '__' belong to the system")
+    if "/" in cid:
+        raise invalid(f"component id {cid!r} must not contain '/'")
+    obj = component_object(kind, spec)
+    py = getattr(obj, "python_object", None) if obj is not None else None
+    if py is None or ":" not in (py.class_name or ""):
+        raise invalid(f"component {cid!r} must name its Python class as 'module:Class'")
+    common = spec.common
+    if common is None:
+        raise invalid(f"component {cid!r} has no common part")
+    par = common.parallelism_hint
+    if par is None or par < 1:
+        raise invalid(f"component {cid!r} has parallelism {par}; it must be at least 1")
+    comp_conf = parse_json_conf(common.json_conf, f"config of component {cid!r}")
+    tasks = comp_conf.get("topology.tasks")
+    if tasks is not None and (not isinstance(tasks, int) or tasks < 1):
+        raise invalid(f"component {cid!r} has topology.tasks {tasks!r}; it must be a positive integer")
+    if kind == "spout" and common.inputs:
+        raise invalid(f"spout {cid!r} must not have inputs")
+
+
+def _grouping_fields(grouping: Any) -> tuple[str, list[str]] | None:
+    if grouping.fields is not None:
+        return "fields", list(grouping.fields)
+    if grouping.partial_key is not None:
+        return "partial_key", list(grouping.partial_key)
+    return None
+
+
+def _check_inputs(cid: str, common: Any, comps: dict[str, tuple[str, Any]]) -> None:
+    for stream_id, grouping in (common.inputs or {}).items():
+        source = stream_id.componentId
+        if source not in comps:
+            raise invalid(f"component {cid!r} subscribes to unknown component {source!r}")
+        streams = comps[source][1].common.streams or {}
+        stream = streams.get(stream_id.streamId)
+        if stream is None:
+            declared = ", ".join(sorted(streams)) or "none"
+            raise invalid(f"component {cid!r} subscribes to stream {stream_id.streamId!r} of {source!r}, "
+                          f"which declares no such stream (declared: {declared})")
+        named = _grouping_fields(grouping)
+        if named:
+            kind, fields = named
+            if kind == "partial_key" and not fields:
+                raise invalid(f"component {cid!r}: partial_key grouping on {source!r} needs at least one field")
+            for field in fields:
+                if field not in stream.output_fields:
+                    raise invalid(f"component {cid!r} groups stream {stream_id.streamId!r} of {source!r} by "
+                                  f"field {field!r}, which that stream does not declare "
+                                  f"(fields: {', '.join(stream.output_fields) or 'none'})")
+        if grouping.direct is not None and not stream.direct:
+            raise invalid(f"component {cid!r} uses direct grouping on stream {stream_id.streamId!r} of "
+                          f"{source!r}, which is not declared direct (Stream(..., direct=True))")
+
+
+def _check_conf(conf: Mapping[str, Any], comps: dict[str, tuple[str, Any]]) -> None:
+    try:
+        json.dumps(dict(conf))
+    except (TypeError, ValueError) as exc:
+        raise invalid(f"topology config is not JSON-serializable: {exc}") from None
+    for name, value in conf.items():
+        key = cfg.KEYS.get(name)
+        if key is not None:
+            try:
+                key.coerce(value)
+            except ConfigError as exc:
+                raise invalid(str(exc)) from None
+    timeout = cfg.KEYS["topology.message.timeout.secs"].coerce(
+        conf.get("topology.message.timeout.secs", cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS.default))
+    for cid, (_kind, spec) in comps.items():
+        merged = {**conf, **parse_json_conf(spec.common.json_conf, f"config of component {cid!r}")}
+        batch_secs = merged.get("spark.sink.batch.secs")
+        if batch_secs is not None and float(batch_secs) > float(timeout):
+            raise invalid(f"component {cid!r}: spark.sink.batch.secs ({batch_secs}) is larger than "
+                          f"topology.message.timeout.secs ({timeout}); its tuples would time out before "
+                          "their batch is written")
+
+
+def validate_topology(topology: Any, conf: Mapping[str, Any] | None = None) -> None:
+    """Raise InvalidTopologyException if ``topology`` (with ``conf``) cannot run."""
+    if topology is None:
+        raise invalid("no topology given")
+    comps = components(topology)
+    if not topology.spouts:
+        raise invalid("topology has no spouts")
+    for cid, (kind, spec) in comps.items():
+        _check_component(cid, kind, spec)
+    for cid, (_kind, spec) in comps.items():
+        _check_inputs(cid, spec.common, comps)
+    _check_conf(conf or {}, comps)
