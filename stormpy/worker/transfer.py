@@ -1,0 +1,418 @@
+"""ZeroMQ transport between worker processes (DESIGN section 5, "Transport").
+
+One PULL socket per worker, bound on the worker's port, receives frames from every peer. A
+frame is ``msgpack([[dest_task, [message, ...]], ...])``: envelopes addressed by task id (the
+"virtual port") that the receive thread hands to ``runtime.receive(task, messages)``. Tasks of
+this worker never touch a socket: ``send`` delivers them straight to the runtime.
+
+Threads:
+- executor threads call :meth:`ZmqTransfer.send` with a batch for one destination task; remote
+  batches go on a ``SimpleQueue`` (zmq sockets are not thread-safe, queue.Queue is slow);
+- the *send thread* owns one PUSH socket per peer worker. It drains everything queued, groups it
+  per peer and sends one frame per peer per round, so batching grows with load while a lone
+  tuple leaves at once (light traffic is never held back by a timer). It also applies route
+  changes (assignment moved a task) and runs the backpressure check;
+- the *receive thread* owns the PULL socket. Garbage frames are counted, logged and dropped.
+
+Backpressure: the send thread polls ``runtime.is_overloaded()`` (plus its own backlog) every
+few milliseconds and tells every peer when that changes, and again each second while it lasts.
+A worker throttles its spouts (``runtime.set_remote_backpressure``) while any peer or its own
+send queue is overloaded. A peer's signal expires when not refreshed, so a dead worker cannot
+stall a topology forever.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import msgpack
+import zmq
+
+log = logging.getLogger(__name__)
+
+CONTROL_TASK = -1
+"""Virtual port of control messages; real task ids start at 1."""
+
+BACKPRESSURE = "backpressure"
+
+Address = tuple[str, int]
+
+
+class Receiver(Protocol):
+    """What the transport needs from a ``WorkerRuntime``."""
+
+    local_tasks: set[int]
+
+    def receive(self, task_id: int, messages: list) -> None: ...
+
+    def is_overloaded(self) -> bool: ...
+
+    def set_remote_backpressure(self, on: bool) -> None: ...
+
+
+class _Routes:
+    """An immutable task -> peer address map, swapped whole by :meth:`ZmqTransfer.update_routes`."""
+
+    def __init__(self, task_addr: Mapping[int, Address]) -> None:
+        self.task_addr = dict(task_addr)
+        self.peers = set(self.task_addr.values())
+
+
+class _Peer:
+    """One PUSH socket to a peer worker plus frames that could not be sent yet (send thread only)."""
+
+    def __init__(self, ctx: zmq.Context, addr: Address, hwm: int) -> None:
+        self.addr = addr
+        self.socket = ctx.socket(zmq.PUSH)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.SNDHWM, hwm)
+        self.socket.setsockopt(zmq.RECONNECT_IVL, 100)
+        self.socket.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        self.socket.connect(f"tcp://{addr[0]}:{addr[1]}")
+        self.pending: deque[bytes] = deque()
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+
+class ZmqTransfer:
+    """The worker's tuple transport; ``send`` is called by executor threads (see module doc)."""
+
+    def __init__(self, host: str, port: int, *, bind_host: str = "*", hwm_frames: int = 200,
+                 max_pending_frames: int = 1000, overload_backlog: int = 2000,
+                 backpressure_refresh_secs: float = 1.0, backpressure_expire_secs: float = 4.0,
+                 check_interval_secs: float = 0.005,
+                 report_error: Callable[[int, str], None] | None = None,
+                 default: Callable[[Any], Any] | None = None) -> None:
+        self.host = host
+        self.port = port
+        self.me: Address = (host, port)
+        self._bind_host = bind_host
+        self._hwm = hwm_frames
+        self._max_pending = max_pending_frames
+        self._overload_backlog = overload_backlog
+        self._bp_refresh = backpressure_refresh_secs
+        self._bp_expire = backpressure_expire_secs
+        self._check_interval = check_interval_secs
+        self._max_drain = 1000
+        self._report_error = report_error
+        self._default = default
+        self._ctx = zmq.Context()
+        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._routes = _Routes({})
+        self._runtime: Receiver | None = None
+        self._local: set[int] | frozenset[int] = frozenset()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pull: zmq.Socket | None = None
+        self._peers: dict[Address, _Peer] = {}
+        self._remote_bp: dict[Address, float] = {}   # peer -> monotonic time of its last "on"
+        self._bp_sent_state = False
+        self._bp_sent_at = 0.0
+        self._throttled = False
+        self.counters = {"sent_frames": 0, "sent_messages": 0, "received_frames": 0,
+                         "received_messages": 0, "dropped_messages": 0, "bad_frames": 0,
+                         "unroutable_messages": 0}
+
+    # ------------------------------------------------------------ lifecycle
+
+    def bind(self) -> None:
+        """Bind the receiving socket now, so a port clash fails the worker before it starts."""
+        if self._pull is not None:
+            return
+        pull = self._ctx.socket(zmq.PULL)
+        pull.setsockopt(zmq.LINGER, 0)
+        pull.setsockopt(zmq.RCVHWM, self._hwm)
+        pull.bind(f"tcp://{self._bind_host}:{self.port}")
+        self._pull = pull
+
+    def start(self, runtime: Receiver) -> None:
+        """Start delivering to ``runtime``; call after the runtime exists (it needs this object)."""
+        self._runtime = runtime
+        self._local = runtime.local_tasks
+        self.bind()
+        for name, target in (("transfer-send", self._send_loop), ("transfer-recv", self._recv_loop)):
+            thread = threading.Thread(target=target, name=f"{name}-{self.port}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info("transfer: listening on port %d", self.port)
+
+    def stop(self, timeout_secs: float = 5.0) -> None:
+        """Flush what is queued (bounded by ``timeout_secs``), stop both threads, close sockets."""
+        self._outbox.put(_STOP)
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout_secs)
+            if thread.is_alive():
+                log.warning("transfer: thread %s did not stop within %.1fs", thread.name, timeout_secs)
+        self._threads.clear()
+        self._ctx.destroy(linger=0)
+        log.info("transfer: stopped (%s)", self.counters)
+
+    # ------------------------------------------------------------ called by executor threads
+
+    def send(self, task_id: int, messages: list) -> None:
+        """Deliver a batch for ``task_id``: to the runtime when local, else via the send thread."""
+        if task_id in self._local:
+            self._runtime.receive(task_id, messages)  # type: ignore[union-attr]
+            return
+        self._outbox.put((task_id, messages))
+
+    # ------------------------------------------------------------ called by the worker
+
+    def update_routes(self, task_addr: Mapping[int, Address]) -> None:
+        """Install a new task -> (host, port) map after an assignment change (any thread).
+
+        The send thread opens sockets to new peers and closes those no longer in the map; frames
+        still queued for a vanished peer are dropped (the acker replays their trees).
+        """
+        self._outbox.put(_Routes(task_addr))
+
+    def is_backlogged(self) -> bool:
+        """Whether executors queue remote batches faster than the send thread ships them."""
+        return self._outbox.qsize() > self._overload_backlog
+
+    # ------------------------------------------------------------ send thread
+
+    def _send_loop(self) -> None:
+        packer = msgpack.Packer(default=self._default, autoreset=True)
+        next_check = 0.0
+        stopping = False
+        while True:
+            try:
+                item = self._outbox.get(timeout=self._check_interval)
+            except queue.Empty:
+                item = None
+            batches: dict[Address, list] = {}
+            drained = 0
+            while item is not None:
+                if item is _STOP:
+                    stopping = True
+                elif isinstance(item, _Routes):
+                    self._flush(batches, packer)
+                    batches = {}
+                    self._apply_routes(item)
+                else:
+                    self._route(item, batches)
+                    drained += 1
+                    if drained >= self._max_drain:
+                        break   # ship what we have: a busy outbox must not grow one frame forever
+                try:
+                    item = self._outbox.get_nowait()
+                except queue.Empty:
+                    item = None
+            self._flush(batches, packer)
+            self._retry_pending()
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + self._check_interval
+                self._check_backpressure(packer, now)
+            if stopping:
+                self._close_peers()
+                return
+
+    def _route(self, item: tuple[int, list], batches: dict[Address, list]) -> None:
+        task_id, messages = item
+        addr = self._routes.task_addr.get(task_id)
+        if addr is None:
+            self.counters["unroutable_messages"] += len(messages)
+            if self.counters["unroutable_messages"] <= len(messages) or self.counters["unroutable_messages"] % 10000 < len(messages):
+                log.warning("transfer: no worker known for task %d; dropped %d message(s) (%d so far)",
+                            task_id, len(messages), self.counters["unroutable_messages"])
+            return
+        if addr == self.me:
+            # The task moved into this worker but the runtime does not run it (yet): the runtime
+            # decides, it drops or queues.
+            self._runtime.receive(task_id, messages)  # type: ignore[union-attr]
+            return
+        batches.setdefault(addr, []).append((task_id, messages))
+
+    def _flush(self, batches: dict[Address, list], packer: msgpack.Packer) -> None:
+        for addr, envelopes in batches.items():
+            frame = self._pack(envelopes, packer)
+            if frame is None:
+                continue
+            peer = self._peer(addr)
+            self.counters["sent_messages"] += sum(len(m) for _, m in envelopes)
+            if peer.pending or not self._try_send(peer, frame):
+                self._park(peer, frame)
+
+    def _pack(self, envelopes: list, packer: msgpack.Packer) -> bytes | None:
+        """One msgpack call per frame; on a bad value find and report the offending messages."""
+        try:
+            return packer.pack(envelopes)
+        except (TypeError, ValueError, OverflowError):
+            packer.reset()
+        good: list = []
+        for task_id, messages in envelopes:
+            kept = []
+            for message in messages:
+                try:
+                    packer.pack(message)
+                    kept.append(message)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    packer.reset()
+                    self.counters["dropped_messages"] += 1
+                    self._unserializable(message, exc)
+            if kept:
+                good.append((task_id, kept))
+        return packer.pack(good) if good else None
+
+    def _unserializable(self, message: Any, exc: Exception) -> None:
+        src = message[1] if isinstance(message, (tuple, list)) and len(message) > 1 else -1
+        text = f"cannot serialize tuple on stream {message[0]!r} for the wire: {exc}"
+        log.error("transfer: task %s: %s", src, text)
+        if self._report_error is not None and isinstance(src, int):
+            try:
+                self._report_error(src, text)
+            except Exception:  # noqa: BLE001 - reporting must never kill the send thread
+                log.exception("transfer: could not report a serialization error")
+
+    def _try_send(self, peer: _Peer, frame: bytes) -> bool:
+        try:
+            peer.socket.send(frame, zmq.NOBLOCK, copy=len(frame) < 65536)
+        except zmq.Again:
+            return False
+        self.counters["sent_frames"] += 1
+        return True
+
+    def _park(self, peer: _Peer, frame: bytes) -> None:
+        """Keep a frame for a peer that is slow or not connected; the oldest go past a bound."""
+        peer.pending.append(frame)
+        while len(peer.pending) > self._max_pending:
+            peer.pending.popleft()
+            self.counters["dropped_messages"] += 1   # frames, counted as at least one message
+            if self.counters["dropped_messages"] % 1000 == 1:
+                log.warning("transfer: peer %s:%d is not taking frames; dropping the oldest",
+                            *peer.addr)
+
+    def _retry_pending(self) -> None:
+        for peer in self._peers.values():
+            while peer.pending and self._try_send(peer, peer.pending[0]):
+                peer.pending.popleft()
+
+    def _peer(self, addr: Address) -> _Peer:
+        peer = self._peers.get(addr)
+        if peer is None:
+            peer = self._peers[addr] = _Peer(self._ctx, addr, self._hwm)
+            log.info("transfer: connected to worker %s:%d", *addr)
+        return peer
+
+    def _apply_routes(self, routes: _Routes) -> None:
+        self._routes = routes
+        for addr in routes.peers - {self.me}:
+            self._peer(addr)
+        for addr in list(self._peers):
+            if addr not in routes.peers:
+                self._peers.pop(addr).close()
+                self._remote_bp.pop(addr, None)
+                log.info("transfer: disconnected from worker %s:%d (no longer assigned)", *addr)
+
+    def _close_peers(self) -> None:
+        for peer in self._peers.values():
+            peer.close()
+        self._peers.clear()
+
+    # ------------------------------------------------------------ backpressure (send thread)
+
+    def _check_backpressure(self, packer: msgpack.Packer, now: float) -> None:
+        runtime = self._runtime
+        overloaded = bool(runtime.is_overloaded()) if runtime is not None else False
+        due = overloaded and now - self._bp_sent_at >= self._bp_refresh
+        if overloaded != self._bp_sent_state or due:
+            frame = packer.pack([[CONTROL_TASK, [[BACKPRESSURE, self.host, self.port, overloaded]]]])
+            for addr, peer in self._peers.items():
+                if addr != self.me:
+                    self._try_send(peer, frame)   # a lost signal is re-sent or expires
+            if overloaded != self._bp_sent_state:
+                log.info("transfer: backpressure %s sent to %d peer(s)", "ON" if overloaded else "OFF",
+                         len(self._peers))
+            self._bp_sent_state = overloaded
+            self._bp_sent_at = now
+        for addr, at in list(self._remote_bp.items()):
+            if now - at > self._bp_expire:
+                del self._remote_bp[addr]
+        throttle = bool(self._remote_bp) or self.is_backlogged() or any(
+            len(p.pending) > self._max_pending // 2 for p in self._peers.values())
+        if throttle != self._throttled and runtime is not None:
+            self._throttled = throttle
+            runtime.set_remote_backpressure(throttle)
+
+    def _on_backpressure(self, host: str, port: int, on: bool) -> None:
+        # Called on the receive thread; dict assignment is atomic and the send thread only
+        # reads and expires entries, so no lock is needed.
+        addr = (str(host), int(port))
+        if on:
+            self._remote_bp[addr] = time.monotonic()
+        else:
+            self._remote_bp.pop(addr, None)
+
+    # ------------------------------------------------------------ receive thread
+
+    def _recv_loop(self) -> None:
+        pull = self._pull
+        assert pull is not None
+        control = {BACKPRESSURE: self._on_backpressure}
+        poller = zmq.Poller()
+        poller.register(pull, zmq.POLLIN)
+        while not self._stop.is_set():
+            try:
+                if not poller.poll(100):
+                    continue
+                frame = pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                continue
+            except zmq.ZMQError as exc:
+                if self._stop.is_set():
+                    break
+                log.warning("transfer: receive error: %s", exc)
+                continue
+            self.counters["received_frames"] += 1
+            try:
+                self._deliver(frame, control)
+            except Exception as exc:  # noqa: BLE001 - a bad frame must never kill the worker
+                self._bad_frame(frame, exc)
+        pull.close(linger=0)
+
+    def _deliver(self, frame: bytes, control: dict[str, Callable[..., None]]) -> None:
+        envelopes = msgpack.unpackb(frame, strict_map_key=False, raw=False)
+        if not isinstance(envelopes, list):
+            raise ValueError(f"frame is a {type(envelopes).__name__}, not a list of envelopes")
+        runtime = self._runtime
+        for task_id, messages in envelopes:
+            if not isinstance(task_id, int) or not isinstance(messages, list):
+                raise ValueError("envelope is not [task_id, [message, ...]]")
+            if task_id == CONTROL_TASK:
+                for kind, *args in messages:
+                    handler = control.get(kind)
+                    if handler is None:
+                        log.warning("transfer: unknown control message %r", kind)
+                    else:
+                        handler(*args)
+                continue
+            batch = [tuple(m) for m in messages]
+            for m in batch:
+                if len(m) != 4:
+                    raise ValueError(f"message for task {task_id} has {len(m)} fields, not 4")
+            self.counters["received_messages"] += len(batch)
+            runtime.receive(task_id, batch)  # type: ignore[union-attr]
+
+    def _bad_frame(self, frame: bytes, exc: Exception) -> None:
+        self.counters["bad_frames"] += 1
+        n = self.counters["bad_frames"]
+        if n <= 10 or n % 1000 == 0:
+            log.warning("transfer: dropped a malformed frame of %d bytes (%s; %d so far)",
+                        len(frame), exc, n)
+
+
+class _Stop:
+    def __repr__(self) -> str:
+        return "STOP"
+
+
+_STOP = _Stop()
