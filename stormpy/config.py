@@ -136,6 +136,14 @@ UI_PORT = _key("ui.port", 8080, int, "UI port.")
 SPARK_MASTER = _key("spark.master", "local[*]", str, "Spark master URL; sc://host:port for Spark Connect.")
 SPARK_SINK_BATCH_SIZE = _key("spark.sink.batch.size", 10000, int, "Rows per batch handed to Spark.")
 SPARK_SINK_BATCH_SECS = _key("spark.sink.batch.secs", 5, (int, float), "Hand a partial batch to Spark after this long.")
+# Writer keys default to None so that a SparkSinkBolt subclass's class attributes apply unless set here.
+SPARK_SINK_FORMAT = _key("spark.sink.format", None, str, "Built-in writer format: parquet (default), json, csv, orc.")
+SPARK_SINK_PATH = _key("spark.sink.path", None, str, "Directory the built-in writer appends each batch to.")
+SPARK_SINK_MODE = _key("spark.sink.mode", None, str, "Spark save mode of the built-in writer (default append).")
+SPARK_SINK_PARTITION_BY = _key("spark.sink.partition.by", None, (list, str), "Columns to partition the output by.")
+SPARK_SINK_TABLE = _key("spark.sink.table", None, str, "Write batches with saveAsTable to this table instead of a path.")
+SPARK_SINK_SCHEMA = _key("spark.sink.schema", None, str, "Sink schema as a DDL string; default: inferred from the first batch.")
+SPARK_SINK_OPTIONS = _key("spark.sink.options", None, dict, "Extra writer options, e.g. {header: true} for csv.")
 
 
 def defaults() -> dict[str, Any]:
