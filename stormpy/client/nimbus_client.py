@@ -1,0 +1,92 @@
+"""Connecting to Nimbus: a thriftpy2 client over framed binary transport, as Storm clients speak.
+
+``connect(conf)`` tries each host of ``nimbus.seeds`` (or the old ``nimbus.host``) on
+``nimbus.thrift.port`` and yields a ``storm.Nimbus`` client; when none answers it raises
+``UserError("cannot reach Nimbus at host:port ...")`` so every CLI command fails with one
+clear line. Used by the CLI, the supervisor (code downloads) and the UI, each from its own
+thread: a client is a single TCP connection and must not be shared between threads.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TFramedTransportFactory, TTransportException
+
+from stormpy.config import NIMBUS_HOST, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT
+from stormpy.errors import UserError
+from stormpy.thrift import storm
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECS = 60.0
+
+
+def nimbus_addresses(conf: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(host, port) candidates from ``nimbus.seeds`` (or ``nimbus.host``) and ``nimbus.thrift.port``."""
+    port = int(conf.get(NIMBUS_THRIFT_PORT.name) or NIMBUS_THRIFT_PORT.default)
+    seeds = conf.get(NIMBUS_SEEDS.name)
+    if not seeds and conf.get(NIMBUS_HOST.name):
+        seeds = [conf.get(NIMBUS_HOST.name)]
+    if isinstance(seeds, str):
+        seeds = [seeds]
+    addresses = []
+    for seed in seeds or NIMBUS_SEEDS.default:
+        host, sep, maybe_port = str(seed).rpartition(":")
+        if sep and maybe_port.isdigit() and host:
+            addresses.append((host, int(maybe_port)))
+        else:
+            addresses.append((str(seed), port))
+    return addresses
+
+
+def open_client(host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Any:
+    """A connected ``storm.Nimbus`` client to host:port (framed binary); raises TTransportException."""
+    return make_client(storm.Nimbus, host, port, proto_factory=TBinaryProtocolFactory(),
+                       trans_factory=TFramedTransportFactory(), timeout=int(timeout_secs * 1000))
+
+
+@contextlib.contextmanager
+def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Iterator[Any]:
+    """Yield a Nimbus client for the first reachable seed; close it afterwards.
+
+    Connection failures become ``UserError`` naming every address tried. A connection that
+    breaks in the middle of a call (Nimbus died) also becomes a ``UserError``; Thrift
+    exceptions declared by the IDL (NotAliveException, ...) propagate unchanged.
+    """
+    addresses = nimbus_addresses(conf)
+    client = None
+    reasons = []
+    for host, port in addresses:
+        try:
+            client = open_client(host, port, timeout_secs)
+            break
+        except (TTransportException, OSError) as exc:
+            reasons.append(f"{host}:{port} ({_reason(exc)})")
+            log.debug("Nimbus not reachable at %s:%d: %s", host, port, exc)
+    if client is None:
+        raise UserError(f"cannot reach Nimbus at {', '.join(reasons)}; is `stormpy nimbus` running? "
+                        f"(check nimbus.seeds and nimbus.thrift.port)")
+    try:
+        yield client
+    except (TTransportException, socket.timeout, ConnectionError) as exc:
+        raise UserError(f"lost the connection to Nimbus: {_reason(exc)}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(getattr(exc, "message", "") or exc)
+    if "Connection refused" in text or isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if "Could not connect" in text:
+        return "could not connect"
+    if "timed out" in text:
+        return "timed out"
+    return text or type(exc).__name__
