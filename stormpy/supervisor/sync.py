@@ -102,6 +102,7 @@ class Syncer:
 
     def __init__(self, conf: Mapping[str, Any], state: Any, supervisor_id: str, ports: Iterable[int],
                  lstate: localstate.LocalState, connect_nimbus: Callable[[], Any]) -> None:
+        # connect_nimbus() returns a context manager yielding a Nimbus client (nimbus_client.connect)
         self.conf = conf
         self.state = state
         self.supervisor_id = supervisor_id
@@ -140,15 +141,10 @@ class Syncer:
         tmp = localstate.downloads_tmp(self.local_dir) / f"{topology_id}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True, exist_ok=True)
         try:
-            client = self.connect_nimbus()
-            try:
+            with self.connect_nimbus() as client:
                 for name in CODE_FILES:
                     size = download_file(client, f"{master_code_dir.rstrip('/')}/{name}", tmp / name)
                     log.info("downloaded %s of %s (%d bytes)", name, topology_id, size)
-            finally:
-                close = getattr(client, "close", None)
-                if close is not None:
-                    close()
             safe_extract(tmp / "stormcode.zip", tmp / "code")
             target = localstate.stormdist_dir(self.local_dir, topology_id)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,91 @@
+"""``python -m stormpy.worker <topology-id> <supervisor-id> <port> <worker-id> --conf FILE``.
+
+The supervisor starts this with stdout/stderr appended to the worker's log file
+(``<storm.log.dir>/workers-artifacts/<topology-id>/<port>/worker.log``); when started by hand
+(stderr elsewhere) the worker also logs to that file itself. SIGTERM stops it cleanly: spouts
+paused, executors drained for at most half of ``supervisor.worker.shutdown.sleep.secs``, then
+exit 0. A worker that cannot start (no assignment for its port, code missing) exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+
+from stormpy import config as C
+from stormpy.logs import FORMAT, add_file_log, worker_log_path
+
+log = logging.getLogger("stormpy.worker")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m stormpy.worker", description="A stormpy worker process.")
+    parser.add_argument("topology_id")
+    parser.add_argument("supervisor_id")
+    parser.add_argument("port", type=int)
+    parser.add_argument("worker_id")
+    parser.add_argument("--conf", help="JSON file with the supervisor's config", default=None)
+    parser.add_argument("-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    return parser.parse_args(argv)
+
+
+def _load_conf(args: argparse.Namespace) -> C.Config:
+    values: dict = {}
+    if args.conf:
+        with open(args.conf) as f:
+            values.update(json.load(f))
+    values.update(C.parse_overrides(args.overrides))
+    return C.Config(values)
+
+
+def _setup_logging(conf: C.Config, topology_id: str, port: int) -> None:
+    logging.basicConfig(level=logging.INFO, format=FORMAT, stream=sys.stderr)
+    for noisy in ("kazoo", "thriftpy2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    path = worker_log_path(conf[C.STORM_LOG_DIR], topology_id, port)
+    try:
+        same = path.exists() and os.path.samestat(os.fstat(2), os.stat(path))
+    except OSError:
+        same = False
+    if not same:
+        add_file_log(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    conf = _load_conf(args)
+    _setup_logging(conf, args.topology_id, args.port)
+    from stormpy.worker.worker import Worker, WorkerStartError
+
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("worker received signal %d", signum)
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    worker = Worker(conf, args.topology_id, args.supervisor_id, args.port, args.worker_id)
+    drain = max(0.2, conf[C.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS] / 2.0)
+    try:
+        worker.start()
+    except WorkerStartError as exc:
+        log.error("worker cannot start: %s", exc)
+        worker.stop(drain_secs=0)
+        return 2
+    except Exception:
+        log.exception("worker failed to start")
+        worker.stop(drain_secs=0)
+        return 1
+    while not done.wait(1.0):
+        pass
+    worker.stop(drain_secs=drain)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""A worker's periodic reports: local heartbeat, cluster heartbeat with stats, errors.
+
+- :class:`Heart` is one small thread per periodic concern (celery's ``Heart``): an interval, a
+  callable, ``start()``/``stop()``. A failing beat is logged and retried on the next tick.
+- :func:`local_heartbeat` builds the ``LSWorkerHeartbeat`` the supervisor reads from
+  ``<storm.local.dir>/workers/<worker-id>/heartbeats`` to decide whether the worker is alive.
+- :func:`cluster_heartbeat` builds the ``ClusterWorkerHeartbeat`` with executor stats; it goes
+  through a ``HeartbeatSink`` (ZooKeeper ``/workerbeats`` today), which Nimbus reads to decide
+  whether executors must move.
+- :class:`ErrorReporter` is the runtime's ``reporter``: executor threads call
+  ``report_error``, a background thread writes ``/errors/...``. It keeps a bounded queue and a
+  per-component rate limit, so a bolt that raises on every tuple cannot flood ZooKeeper or
+  stall its executor on ZooKeeper round trips.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from stormpy.thrift import storm
+
+log = logging.getLogger(__name__)
+
+Executor = tuple[int, int]
+
+
+class Heart:
+    """Calls ``beat()`` every ``interval_secs`` on its own thread until ``stop()``."""
+
+    def __init__(self, name: str, interval_secs: float, beat: Callable[[], None]) -> None:
+        self.name = name
+        self.interval_secs = max(0.05, float(interval_secs))
+        self._beat = beat
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._failures = 0
+
+    def start(self) -> "Heart":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_secs):
+            self.beat_now()
+
+    def beat_now(self) -> None:
+        """One beat on the caller's thread; failures are logged (first ones and then sparsely)."""
+        try:
+            self._beat()
+            if self._failures:
+                log.info("%s: beating again after %d failure(s)", self.name, self._failures)
+            self._failures = 0
+        except Exception as exc:  # noqa: BLE001 - the next tick retries
+            self._failures += 1
+            if self._failures <= 3 or self._failures % 30 == 0:
+                log.warning("%s: beat failed (%d in a row): %s", self.name, self._failures, exc)
+
+    def stop(self, timeout_secs: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout_secs)
+
+
+def executor_infos(executors: Iterable[Executor]) -> list[Any]:
+    return [storm.ExecutorInfo(task_start=s, task_end=e) for s, e in sorted(executors)]
+
+
+def local_heartbeat(topology_id: str, executors: Iterable[Executor], port: int) -> Any:
+    """The heartbeat the supervisor reads; the time is this host's wall clock, as the supervisor's."""
+    return storm.LSWorkerHeartbeat(time_secs=int(time.time()), topology_id=topology_id,
+                                   executors=executor_infos(executors), port=port, pid=os.getpid())
+
+
+def cluster_heartbeat(topology_id: str, stats: Mapping[Executor, Any], started_at: float) -> Any:
+    """``ClusterWorkerHeartbeat`` with one ``ExecutorStats`` per executor (``stats`` already thrift)."""
+    now = time.time()
+    return storm.ClusterWorkerHeartbeat(
+        storm_id=topology_id,
+        executor_stats={storm.ExecutorInfo(task_start=s, task_end=e): st for (s, e), st in stats.items()},
+        time_secs=int(now), uptime_secs=int(now - started_at))
+
+
+class ErrorReporter:
+    """The runtime's ``reporter``: queue errors, write them to ZooKeeper from one thread."""
+
+    def __init__(self, write: Callable[[str, Any], None], host: str, port: int,
+                 max_queued: int = 100, per_component_per_min: int = 30) -> None:
+        self._write = write            # (component_id, storm.ErrorInfo) -> None
+        self.host = host
+        self.port = port
+        self._queue: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
+        self._max_queued = max_queued
+        self._limit = per_component_per_min
+        self._window: dict[str, tuple[float, int]] = {}
+        self._lock = threading.Lock()
+        self.dropped = 0
+        self.stats_sink = None
+        self._thread = threading.Thread(target=self._run, name="error-reporter", daemon=True)
+
+    def start(self) -> "ErrorReporter":
+        self._thread.start()
+        return self
+
+    def report_error(self, component_id: str, task_id: int, text: str) -> None:
+        """Called by executor threads; never blocks on ZooKeeper."""
+        log.error("component %s task %s: %s", component_id, task_id, text)
+        now = time.monotonic()
+        with self._lock:
+            start, count = self._window.get(component_id, (now, 0))
+            if now - start > 60:
+                start, count = now, 0
+            if count >= self._limit or self._queue.qsize() >= self._max_queued:
+                self.dropped += 1
+                return
+            self._window[component_id] = (start, count + 1)
+        info = storm.ErrorInfo(error=str(text)[:8192], error_time_secs=int(time.time()), host=self.host,
+                               port=self.port)
+        self._queue.put((component_id, info))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            component_id, info = item
+            try:
+                self._write(component_id, info)
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the error stays in the log
+                log.warning("could not write error of %s to ZooKeeper: %s", component_id, exc)
+
+    def stop(self, timeout_secs: float = 5.0) -> None:
+        """Write what is queued (bounded by ``timeout_secs``) and end the thread."""
+        self._queue.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout_secs)

@@ -1,0 +1,272 @@
+"""A worker process: one (topology, port) slot's executors (DESIGN section 5, "Worker").
+
+Start-up order follows Storm's ``Worker.java``: read the assignment (which executors are
+ours), write the first local heartbeat at once so the supervisor sees a live worker before the
+slow part, then load the plan from the downloaded ``stormtopology.ser``/``stormconf.json``, put
+the topology's unzipped code on ``sys.path``, bind the ZeroMQ port, start the runtime.
+
+Threads owned here:
+- ``local-heartbeat`` (:class:`~stormpy.worker.heartbeat.Heart`): the supervisor's liveness file;
+- ``cluster-heartbeat``: executor stats through the ``HeartbeatSink`` for Nimbus;
+- ``refresh``: re-reads the assignment and StormBase every ``task.refresh.poll.secs`` and when a
+  ZooKeeper watch fires (watch callbacks run on cluster_state's dispatcher thread, so they only
+  set an event), then installs new routes in the transport and sets spouts (in)active;
+- the transport's send/receive threads and the runtime's executor threads.
+
+``stop()`` (SIGTERM) deactivates spouts, drains the executors for a bounded time, flushes the
+transport and leaves ZooKeeper; the supervisor SIGKILLs a worker that takes longer.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stormpy import config as C
+from stormpy.supervisor import localstate
+from stormpy.thrift import storm
+from stormpy.worker.heartbeat import ErrorReporter, Heart, cluster_heartbeat, local_heartbeat
+from stormpy.worker.transfer import ZmqTransfer
+
+log = logging.getLogger(__name__)
+
+Executor = tuple[int, int]
+
+
+class WorkerStartError(Exception):
+    """The worker cannot run (no assignment for its port, code missing); it exits non-zero."""
+
+
+def my_executors(assignment: Any, supervisor_id: str, port: int) -> list[Executor]:
+    """The executors an assignment places on (this supervisor, this port)."""
+    found = []
+    for executor, node_port in (assignment.executor_node_port or {}).items():
+        if node_port.node == supervisor_id and port in {int(p) for p in node_port.port}:
+            found.append((executor.task_start, executor.task_end))
+    return sorted(found)
+
+
+def task_routes(assignment: Any) -> dict[int, tuple[str, int]]:
+    """task id -> (host, port) of the worker that runs it, from an assignment."""
+    routes: dict[int, tuple[str, int]] = {}
+    hosts = assignment.node_host or {}
+    for executor, node_port in (assignment.executor_node_port or {}).items():
+        host = hosts.get(node_port.node, node_port.node)
+        port = min(int(p) for p in node_port.port)
+        for task in range(executor.task_start, executor.task_end + 1):
+            routes[task] = (host, port)
+    return routes
+
+
+def stats_to_thrift(plan: Any, stats: Mapping[Executor, Any]) -> dict[Executor, Any]:
+    """The runtime's per-executor stats as ``storm.ExecutorStats`` (the engine's converter)."""
+    from stormpy.task import stats as task_stats
+
+    converted = {}
+    for executor, value in stats.items():
+        try:
+            converted[executor] = task_stats.to_thrift(value) if not isinstance(value, storm.ExecutorStats) else value
+        except Exception as exc:  # noqa: BLE001 - a stats bug must not stop heartbeats
+            log.warning("cannot convert stats of executor %s: %s", executor, exc)
+    return converted
+
+
+class Worker:
+    """One worker process's parts; built by ``__main__``, stopped on SIGTERM."""
+
+    def __init__(self, conf: Mapping[str, Any], topology_id: str, supervisor_id: str, port: int,
+                 worker_id: str) -> None:
+        self.conf = conf if isinstance(conf, C.Config) else C.Config(conf)
+        self.topology_id = topology_id
+        self.supervisor_id = supervisor_id
+        self.port = port
+        self.worker_id = worker_id
+        self.local_dir = self.conf[C.STORM_LOCAL_DIR]
+        self.started_at = time.time()
+        self.executors: list[Executor] = []
+        self.host = self.conf[C.STORM_LOCAL_HOSTNAME] or socket.gethostname()
+        self.state: Any = None
+        self.plan: Any = None
+        self.runtime: Any = None
+        self.transfer: ZmqTransfer | None = None
+        self.reporter: ErrorReporter | None = None
+        self._hearts: list[Heart] = []
+        self._watches: list[Any] = []
+        self._refresh_wanted = threading.Event()
+        self._stop = threading.Event()
+        self._refresh_thread: threading.Thread | None = None
+        self._active: bool | None = None
+        self._routes: dict[int, tuple[str, int]] = {}
+
+    # ------------------------------------------------------------ start-up
+
+    def start(self) -> "Worker":
+        from stormpy.cluster_state import ClusterState
+
+        self.state = ClusterState(self.conf)
+        assignment = self.state.assignment(self.topology_id)
+        if assignment is None:
+            raise WorkerStartError(f"topology {self.topology_id} has no assignment")
+        self.executors = my_executors(assignment, self.supervisor_id, self.port)
+        if not self.executors:
+            raise WorkerStartError(f"no executors of {self.topology_id} are assigned to "
+                                   f"{self.supervisor_id}:{self.port}")
+        self.host = (assignment.node_host or {}).get(self.supervisor_id, self.host)
+        self._start_local_heartbeat()
+        self.plan = self._load_plan()
+        self.reporter = ErrorReporter(self._write_error, self.host, self.port).start()
+        self.transfer = ZmqTransfer(self.host, self.port, report_error=self._transfer_error,
+                                    default=self._serializer_default())
+        self.transfer.bind()
+        self._routes = task_routes(assignment)
+        self.transfer.update_routes(self._routes)
+        from stormpy.task import WorkerRuntime
+
+        self.runtime = WorkerRuntime(self.plan, executors=self.executors, transfer=self.transfer,
+                                     reporter=self.reporter, host=self.host, port=self.port)
+        self.transfer.start(self.runtime)
+        self.runtime.start()
+        self._start_cluster_heartbeat()
+        self._watches.append(self.state.watch_assignment(self.topology_id, lambda _a: self._refresh_wanted.set()))
+        self._watches.append(self.state.watch_storm_base(self.topology_id, lambda _b: self._refresh_wanted.set()))
+        self._refresh_thread = threading.Thread(target=self._refresh_loop, name="refresh", daemon=True)
+        self._refresh_thread.start()
+        log.info("worker %s of %s on %s:%d runs executors %s", self.worker_id, self.topology_id, self.host,
+                 self.port, self.executors)
+        return self
+
+    def _start_local_heartbeat(self) -> None:
+        def beat() -> None:
+            localstate.write_worker_heartbeat(self.local_dir, self.worker_id,
+                                              local_heartbeat(self.topology_id, self.executors, self.port))
+
+        heart = Heart("local-heartbeat", self.conf[C.WORKER_HEARTBEAT_FREQUENCY_SECS], beat)
+        heart.beat_now()
+        self._hearts.append(heart.start())
+
+    def _start_cluster_heartbeat(self) -> None:
+        sink = self.state.heartbeat_sink()
+
+        def beat() -> None:
+            stats = stats_to_thrift(self.plan, self.runtime.stats())
+            sink.send(self.topology_id, self.supervisor_id, self.port,
+                      cluster_heartbeat(self.topology_id, stats, self.started_at))
+
+        heart = Heart("cluster-heartbeat", self.conf[C.TASK_HEARTBEAT_FREQUENCY_SECS], beat)
+        heart.beat_now()
+        self._hearts.append(heart.start())
+
+    def _load_plan(self) -> Any:
+        from stormpy.topology.plan import load_plan
+
+        dist = localstate.stormdist_dir(self.local_dir, self.topology_id)
+        try:
+            topology_bytes = (dist / "stormtopology.ser").read_bytes()
+            conf_json = (dist / "stormconf.json").read_text()
+        except OSError as exc:
+            raise WorkerStartError(f"code of {self.topology_id} is missing in {dist}: {exc}") from None
+        for path in reversed(code_paths(self.local_dir, self.topology_id)):
+            if str(path) not in sys.path:
+                sys.path.insert(0, str(path))
+        importlib.invalidate_caches()
+        base = self.state.storm_base(self.topology_id)
+        overrides = dict(base.component_executors or {}) if base is not None else None
+        return load_plan(topology_bytes, conf_json, self.topology_id, overrides or None)
+
+    def _serializer_default(self) -> Any:
+        """msgpack ``default`` for registered serializers (topology.serializers), if the engine has one."""
+        try:
+            serialization = importlib.import_module("stormpy.serialization")
+        except ImportError:
+            return None
+        factory = getattr(serialization, "msgpack_default", None)
+        if factory is None:
+            return None
+        try:
+            return factory(self.plan.conf)
+        except Exception as exc:  # noqa: BLE001 - fall back to plain msgpack, say why
+            log.warning("topology.serializers not usable: %s", exc)
+            return None
+
+    # ------------------------------------------------------------ errors
+
+    def _write_error(self, component_id: str, info: Any) -> None:
+        self.state.report_error(self.topology_id, component_id, info)
+
+    def _transfer_error(self, task_id: int, text: str) -> None:
+        component = self.plan.task_component.get(task_id, "?") if self.plan else "?"
+        if self.reporter is not None:
+            self.reporter.report_error(component, task_id, text)
+
+    # ------------------------------------------------------------ refresh thread
+
+    def _refresh_loop(self) -> None:
+        interval = max(0.1, float(self.conf[C.TASK_REFRESH_POLL_SECS]))
+        while not self._stop.is_set():
+            self._refresh_wanted.clear()
+            try:
+                self.refresh()
+            except Exception as exc:  # noqa: BLE001 - ZooKeeper away: next poll retries
+                log.warning("refresh of assignment/status failed: %s", exc)
+            self._refresh_wanted.wait(interval)
+
+    def refresh(self) -> None:
+        """Re-read assignment (routes) and StormBase (spouts active only while ACTIVE)."""
+        assignment = self.state.assignment(self.topology_id)
+        if assignment is not None:
+            routes = task_routes(assignment)
+            if routes != self._routes:
+                moved = sum(1 for t, a in routes.items() if self._routes.get(t) != a)
+                log.info("assignment changed: %d task(s) have a new worker; reconnecting", moved)
+                self._routes = routes
+                self.transfer.update_routes(routes)  # type: ignore[union-attr]
+            mine = my_executors(assignment, self.supervisor_id, self.port)
+            if mine != self.executors:
+                log.info("executors of this port changed to %s; the supervisor will restart this worker", mine)
+        base = self.state.storm_base(self.topology_id)
+        active = base is not None and base.status == storm.TopologyStatus.ACTIVE
+        if active != self._active:
+            log.info("topology %s is %s: spouts %s", self.topology_id,
+                     "ACTIVE" if active else (storm.TopologyStatus._VALUES_TO_NAMES.get(base.status, "?")
+                                              if base is not None else "gone"),
+                     "run" if active else "paused")
+            self._active = active
+            self.runtime.set_active(active)
+
+    # ------------------------------------------------------------ shutdown
+
+    def stop(self, drain_secs: float = 1.0) -> None:
+        """Deactivate spouts, drain, stop the transport and heartbeats, leave ZooKeeper."""
+        log.info("worker %s stopping (drain %.1fs)", self.worker_id, drain_secs)
+        self._stop.set()
+        self._refresh_wanted.set()
+        for watch in self._watches:
+            watch.stop()
+        if self.runtime is not None:
+            try:
+                self.runtime.stop(drain_secs)
+            except Exception:  # noqa: BLE001 - keep shutting the rest down
+                log.exception("runtime did not stop cleanly")
+        if self.transfer is not None:
+            self.transfer.stop(timeout_secs=2.0)
+        for heart in self._hearts:
+            heart.stop()
+        if self.reporter is not None:
+            self.reporter.stop(timeout_secs=2.0)
+        if self._refresh_thread is not None:
+            self._refresh_thread.join(5)
+        if self.state is not None:
+            self.state.close()
+        log.info("worker %s stopped", self.worker_id)
+
+
+def code_paths(local_dir: str, topology_id: str) -> list[Path]:
+    """Directories a worker puts on ``sys.path`` for a topology (for tests and tools)."""
+    code = localstate.code_dir(local_dir, topology_id)
+    return [code, *sorted(p for p in code.glob("*") if p.is_dir())] if code.is_dir() else []
