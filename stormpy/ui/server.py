@@ -1,0 +1,401 @@
+"""``stormpy ui``: an HTTP server with Storm's JSON API under ``/api/v1/`` and plain HTML pages.
+
+Every request opens its own short Nimbus connection (``stormpy.client.nimbus_client.connect``),
+so a restarted or moved Nimbus is picked up on the next request and a Nimbus that is down costs
+one failed request (503 with a message saying where we looked), never the UI itself.
+
+Threads: ``ThreadingHTTPServer`` runs each request on its own daemon thread; ``UIApp`` keeps no
+mutable state, so handlers need no locks. ``run_ui`` serves from a background thread while the
+main thread waits for SIGTERM/SIGINT, because ``server.shutdown()`` blocks until
+``serve_forever`` returns and so cannot be called from the thread that runs it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from thriftpy2.transport import TTransportException
+
+import stormpy
+from stormpy.config import NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOG_DIR, UI_HOST, UI_PORT, Config
+from stormpy.errors import UserError
+from stormpy.logs import add_file_log, daemon_log_path
+from stormpy.thrift import storm
+from stormpy.ui import api, pages
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+Connect = Callable[[Config], AbstractContextManager[Any]]
+JSON_TYPE = "application/json; charset=utf-8"
+HTML_TYPE = "text/html; charset=utf-8"
+# Pages load their script and style from /static/ only, so an injected <script> could not run.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+       "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+
+
+@dataclass
+class Response:
+    """What a handler produced; the request handler turns it into bytes on the socket."""
+
+    status: int
+    content_type: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A parsed request as handlers see it: path parameters, query (last value wins), body."""
+
+    params: dict[str, str]
+    query: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: re.Pattern[str]
+    handler: Callable[[Request], Any]
+    kind: str                        # "api" -> JSON, "page" -> HTML
+
+
+def _default_connect(conf: Config) -> AbstractContextManager[Any]:
+    # Imported on first use: the UI must start (and say Nimbus is unreachable) even when the
+    # client module cannot reach anything yet.
+    from stormpy.client.nimbus_client import connect
+
+    return connect(conf)
+
+
+class UIApp:
+    """Routes a request to its handler and maps failures to Storm's JSON errors or an HTML page.
+
+    ``connect(conf)`` yields a Nimbus client; tests pass a fake one. ``clock`` gives epoch seconds
+    for "error N seconds ago".
+    """
+
+    def __init__(self, conf: Config, connect: Connect | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.conf = conf
+        self._connect = connect or _default_connect
+        self._clock = clock
+        topo = r"/api/v1/topology/(?P<id>[^/]+)"
+        table: list[tuple[str, str, Callable[[Request], Any], str]] = [
+            ("GET", r"/api/v1/cluster/summary", self.on_cluster_summary, "api"),
+            ("GET", r"/api/v1/cluster/configuration", self.on_cluster_configuration, "api"),
+            ("GET", r"/api/v1/supervisor/summary", self.on_supervisor_summary, "api"),
+            ("GET", r"/api/v1/nimbus/summary", self.on_nimbus_summary, "api"),
+            ("GET", r"/api/v1/topology/summary", self.on_topology_summary, "api"),
+            ("GET", topo, self.on_topology, "api"),
+            ("GET", topo + r"/component/(?P<component>[^/]+)", self.on_component, "api"),
+            ("POST", topo + r"/activate", self.on_activate, "api"),
+            ("POST", topo + r"/deactivate", self.on_deactivate, "api"),
+            ("POST", topo + r"/rebalance/(?P<wait>[^/]+)", self.on_rebalance, "api"),
+            ("POST", topo + r"/kill/(?P<wait>[^/]+)", self.on_kill, "api"),
+            ("GET", r"/(?:index\.html)?", self.on_index_page, "page"),
+            ("GET", r"/topology\.html", self.on_topology_page, "page"),
+            ("GET", r"/component\.html", self.on_component_page, "page"),
+            ("GET", r"/static/(?P<name>[^/]+)", self.on_static, "page"),
+        ]
+        self.routes = [Route(m, re.compile(p + r"/?"), h, k) for m, p, h, k in table]
+
+    # ------------------------------------------------------------ dispatch
+    def handle(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> Response:
+        """Answer one request; never raises (a bug in a handler becomes a logged 500)."""
+        url = urlsplit(target)
+        kind = "api" if url.path.startswith("/api/") else "page"
+        try:
+            route, params = self._match(method, url.path)
+            kind = route.kind
+            if method == "POST":
+                self._check_origin(headers)
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            result = route.handler(Request(params, query, body))
+        except api.ApiError as exc:
+            if exc.status >= 500:
+                log.warning("%s %s -> %d: %s", method, url.path, exc.status, exc.message)
+            return self._error(kind, exc)
+        except Exception as exc:  # noqa: BLE001 - the UI must answer, and the log keeps the trace
+            log.exception("%s %s failed", method, url.path)
+            return self._error(kind, api.ApiError(500, "Internal Server Error", f"{type(exc).__name__}: {exc}"))
+        if isinstance(result, Response):
+            return result
+        if kind == "api":
+            return Response(200, JSON_TYPE, json.dumps(result, indent=1, default=str).encode())
+        return Response(200, HTML_TYPE, result.encode())
+
+    def _match(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        allowed = []
+        for route in self.routes:
+            found = route.pattern.fullmatch(path)
+            if found is None:
+                continue
+            if route.method == method:
+                return route, {k: unquote(v) for k, v in found.groupdict().items()}
+            allowed.append(route.method)
+        if allowed:
+            raise api.ApiError(405, "Method Not Allowed", f"{path} accepts {', '.join(sorted(set(allowed)))}")
+        raise api.not_found(f"no such page or API endpoint: {path}")
+
+    @staticmethod
+    def _check_origin(headers: Mapping[str, str]) -> None:
+        """Refuse POSTs a browser sends from another site (a page elsewhere killing topologies).
+        Browsers always send Origin on cross-origin POSTs; curl and scripts send none."""
+        origin, host = headers.get("Origin"), headers.get("Host")
+        if origin and origin != "null" and urlsplit(origin).netloc != host:
+            raise api.ApiError(403, "Forbidden", f"cross-origin request from {origin} refused")
+
+    @staticmethod
+    def _error(kind: str, exc: api.ApiError) -> Response:
+        if kind == "api":
+            return Response(exc.status, JSON_TYPE, json.dumps(exc.to_json(), indent=1).encode())
+        return Response(exc.status, HTML_TYPE, pages.render_error(exc.status, exc.error, exc.message).encode())
+
+    # ------------------------------------------------------------ Nimbus access
+    def nimbus_address(self) -> str:
+        seeds = self.conf.get(NIMBUS_SEEDS) or ["localhost"]
+        return f"{','.join(str(s) for s in seeds)}:{self.conf[NIMBUS_THRIFT_PORT]}"
+
+    @contextmanager
+    def nimbus(self) -> Iterator[Any]:
+        """A Nimbus client for one request; Thrift failures become ApiErrors (404/400/503/500)."""
+        try:
+            with self._connect(self.conf) as client:
+                yield client
+        except api.ApiError:
+            raise
+        except storm.NotAliveException as exc:
+            raise api.not_found(exc.msg or "topology is not alive") from None
+        except (storm.InvalidTopologyException, storm.IllegalStateException) as exc:
+            raise api.bad_request(exc.msg) from None
+        except (UserError, OSError, TTransportException) as exc:
+            # connect() failing, or Nimbus going away mid-call: the UI stays up and says where it looked.
+            raise self._unreachable(exc) from None
+
+    def _unreachable(self, exc: BaseException) -> api.ApiError:
+        return api.ApiError(503, "Service Unavailable",
+                            f"Nimbus is unreachable at {self.nimbus_address()} ({exc}); "
+                            "check that `stormpy nimbus` is running and nimbus.seeds / nimbus.thrift.port")
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    @staticmethod
+    def _include_sys(query: Mapping[str, str]) -> bool:
+        return query.get("sys", "0") in ("1", "true")
+
+    # ------------------------------------------------------------ GET /api/v1
+    def on_cluster_summary(self, req: Request) -> dict[str, Any]:
+        with self.nimbus() as client:
+            return api.cluster_summary(client.getClusterInfo(), stormpy.__version__)
+
+    def on_cluster_configuration(self, req: Request) -> dict[str, Any]:
+        with self.nimbus() as client:
+            return api.parse_conf(client.getNimbusConf())
+
+    def on_supervisor_summary(self, req: Request) -> dict[str, Any]:
+        with self.nimbus() as client:
+            return api.supervisor_summary(client.getClusterInfo())
+
+    def on_nimbus_summary(self, req: Request) -> dict[str, Any]:
+        seeds = self.conf.get(NIMBUS_SEEDS) or ["localhost"]
+        with self.nimbus() as client:
+            return api.nimbus_summary(client.getClusterInfo(), str(seeds[0]), self.conf[NIMBUS_THRIFT_PORT],
+                                      stormpy.__version__)
+
+    def on_topology_summary(self, req: Request) -> dict[str, Any]:
+        with self.nimbus() as client:
+            return api.topology_summary(client.getClusterInfo())
+
+    def topology_doc(self, topology_id: str, query: Mapping[str, str]) -> dict[str, Any]:
+        window = api.check_window(query.get("window"))
+        with self.nimbus() as client:
+            info = client.getTopologyInfo(topology_id)
+            topology = client.getTopology(topology_id)
+            conf_json = client.getTopologyConf(topology_id)
+        return api.topology_page(info, topology, conf_json, window, self._now(), self._include_sys(query))
+
+    def component_doc(self, topology_id: str, component_id: str, query: Mapping[str, str]) -> dict[str, Any]:
+        window = api.check_window(query.get("window"))
+        with self.nimbus() as client:
+            info = client.getTopologyInfo(topology_id)
+            topology = client.getTopology(topology_id)
+        return api.component_page(info, topology, component_id, window, self._now(), self._include_sys(query))
+
+    def on_topology(self, req: Request) -> dict[str, Any]:
+        return self.topology_doc(req.params["id"], req.query)
+
+    def on_component(self, req: Request) -> dict[str, Any]:
+        return self.component_doc(req.params["id"], req.params["component"], req.query)
+
+    # ------------------------------------------------------------ POST /api/v1
+    # Nimbus acts on topology NAMES; the API (like Storm's) addresses topologies by id.
+    def _act(self, req: Request, operation: str, call: Callable[[Any, str], None]) -> dict[str, Any]:
+        topology_id = req.params["id"]
+        with self.nimbus() as client:
+            name = client.getTopologyInfo(topology_id).name
+            log.info("ui: %s topology %s (%s)", operation, name, topology_id)
+            call(client, name)
+        return api.action_result(operation, topology_id)
+
+    def on_activate(self, req: Request) -> dict[str, Any]:
+        return self._act(req, "activate", lambda client, name: client.activate(name))
+
+    def on_deactivate(self, req: Request) -> dict[str, Any]:
+        return self._act(req, "deactivate", lambda client, name: client.deactivate(name))
+
+    def on_rebalance(self, req: Request) -> dict[str, Any]:
+        options = api.rebalance_options(req.params["wait"], req.body)
+        return self._act(req, "rebalance", lambda client, name: client.rebalance(name, options))
+
+    def on_kill(self, req: Request) -> dict[str, Any]:
+        options = api.kill_options(req.params["wait"])
+        return self._act(req, "kill", lambda client, name: client.killTopologyWithOpts(name, options))
+
+    # ------------------------------------------------------------ HTML pages
+    def on_index_page(self, req: Request) -> str | Response:
+        try:
+            with self.nimbus() as client:
+                cs = client.getClusterInfo()
+        except api.ApiError as exc:
+            if exc.status != 503:
+                raise
+            # The index is where people land: say what is wrong there, in the page's own layout.
+            return Response(503, HTML_TYPE, pages.render_index(None, None, None, None, unavailable=exc.message).encode())
+        seeds = self.conf.get(NIMBUS_SEEDS) or ["localhost"]
+        return pages.render_index(
+            api.cluster_summary(cs, stormpy.__version__),
+            api.nimbus_summary(cs, str(seeds[0]), self.conf[NIMBUS_THRIFT_PORT], stormpy.__version__),
+            api.supervisor_summary(cs), api.topology_summary(cs))
+
+    def on_topology_page(self, req: Request) -> str:
+        topology_id = req.query.get("id")
+        if not topology_id:
+            raise api.bad_request("topology.html needs ?id=<topology id>")
+        return pages.render_topology(self.topology_doc(topology_id, req.query))
+
+    def on_component_page(self, req: Request) -> str:
+        topology_id, component_id = req.query.get("topology_id"), req.query.get("id")
+        if not topology_id or not component_id:
+            raise api.bad_request("component.html needs ?topology_id=<topology id>&id=<component id>")
+        return pages.render_component(self.component_doc(topology_id, component_id, req.query))
+
+    def on_static(self, req: Request) -> Response:
+        asset = pages.STATIC.get(req.params["name"])
+        if asset is None:
+            raise api.not_found(f"no static file {req.params['name']!r}")
+        content_type, text = asset
+        return Response(200, content_type, text.encode(), {"Cache-Control": "max-age=300"})
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    """Adapts http.server to ``UIApp.handle``; runs on the server's per-request thread."""
+
+    server: "UIServer"
+    server_version = f"stormpy-ui/{stormpy.__version__}"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > MAX_BODY_BYTES:
+            err = api.ApiError(413 if length > 0 else 400, "Bad Request",
+                               f"request body must be 0..{MAX_BODY_BYTES} bytes")
+            self._send(UIApp._error("api", err))
+            return
+        body = self.rfile.read(length) if length else b""
+        self._send(self.server.app.handle(method, self.path, self.headers, body))
+
+    def _send(self, response: Response) -> None:
+        try:
+            self.send_response(response.status)
+            self.send_header("Content-Type", response.content_type)
+            self.send_header("Content-Length", str(len(response.body)))
+            self.send_header("X-Content-Type-Options", "nosniff")
+            if response.content_type.startswith("text/html"):
+                self.send_header("Content-Security-Policy", CSP)
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(response.body)
+        except (BrokenPipeError, ConnectionResetError):
+            log.debug("client %s went away before the answer was sent", self.address_string())
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+class UIServer(ThreadingHTTPServer):
+    """The HTTP server with its ``UIApp``; request threads are daemons so a stuck client
+    cannot hold the process open at shutdown."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], app: UIApp) -> None:
+        self.app = app
+        super().__init__(address, _RequestHandler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+def make_server(conf: Config, host: str, port: int, connect: Connect | None = None) -> UIServer:
+    """A bound (not yet serving) UI server; port 0 picks a free port (``server.port``).
+    Tests call ``serve_forever`` on a thread and ``shutdown()`` + ``server_close()`` after."""
+    return UIServer((host, port), UIApp(conf, connect))
+
+
+def run_ui(conf: Config) -> int:
+    """``stormpy ui``: serve on ui.host:ui.port until SIGTERM or Ctrl-C, then exit 0."""
+    log_path = add_file_log(daemon_log_path(conf[STORM_LOG_DIR], "ui"))
+    host, port = conf[UI_HOST], conf[UI_PORT]
+    try:
+        server = make_server(conf, host, port)
+    except OSError as exc:
+        raise UserError(f"UI cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        log.info("ui: received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
+                              name="ui-http", daemon=True)
+    thread.start()
+    log.info("UI serving on http://%s:%d/ (Nimbus at %s, log %s)", host, server.port,
+             server.app.nimbus_address(), log_path)
+    try:
+        while not stop.wait(1.0):
+            if not thread.is_alive():
+                log.error("ui: HTTP server thread died; stopping")
+                return 1
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("ui: stopped")
+    return 0
