@@ -36,6 +36,7 @@ from stormpy.ui import api, pages
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+NIMBUS_TIMEOUT_SECS = 20.0
 Connect = Callable[[Config], AbstractContextManager[Any]]
 JSON_TYPE = "application/json; charset=utf-8"
 HTML_TYPE = "text/html; charset=utf-8"
@@ -72,11 +73,11 @@ class Route:
 
 
 def _default_connect(conf: Config) -> AbstractContextManager[Any]:
-    # Imported on first use: the UI must start (and say Nimbus is unreachable) even when the
-    # client module cannot reach anything yet.
+    # Imported on first use, so importing the UI (and its tests) does not need the client.
     from stormpy.client.nimbus_client import connect
 
-    return connect(conf)
+    # A Nimbus that accepts but does not answer holds one request thread, for this long at most.
+    return connect(conf, timeout_secs=NIMBUS_TIMEOUT_SECS)
 
 
 class UIApp:
@@ -185,9 +186,12 @@ class UIApp:
             raise self._unreachable(exc) from None
 
     def _unreachable(self, exc: BaseException) -> api.ApiError:
+        if isinstance(exc, UserError):
+            # nimbus_client already names every address it tried and what to check.
+            return api.ApiError(503, "Service Unavailable", f"Nimbus is unreachable: {exc}")
         return api.ApiError(503, "Service Unavailable",
                             f"Nimbus is unreachable at {self.nimbus_address()} ({exc}); "
-                            "check that `stormpy nimbus` is running and nimbus.seeds / nimbus.thrift.port")
+                            "is `stormpy nimbus` running? (check nimbus.seeds and nimbus.thrift.port)")
 
     def _now(self) -> int:
         return int(self._clock())
