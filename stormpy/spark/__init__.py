@@ -1,0 +1,18 @@
+"""PySpark sink: bolts that hand batches of tuples to Spark (DESIGN section 7, issue 5).
+
+``from stormpy.spark import SparkSinkBolt``. The import is lazy so that code which only needs
+the pure settings (``stormpy.spark.settings``, used by validation) does not load PySpark.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SparkSinkBolt"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SparkSinkBolt":
+        from stormpy.spark.sink import SparkSinkBolt
+
+        return SparkSinkBolt
+    raise AttributeError(f"module 'stormpy.spark' has no attribute {name!r}")

@@ -1,0 +1,186 @@
+"""``SparkSinkBolt``: a batching bolt that hands each batch of tuples to PySpark as a DataFrame.
+
+Runs on its executor's thread like every bolt. Tuples collect per input stream until a batch
+holds ``spark.sink.batch.size`` rows or ``spark.sink.batch.secs`` have passed (the executor's
+timer), and at shutdown; then the batch becomes one Arrow table, one DataFrame, and one call
+of ``handle_batch(spark, df, batch_id)`` — by default the built-in writer (``spark.sink.format``
+to ``spark.sink.path``, or ``spark.sink.table``).
+
+Guarantees (the ``BatchingBolt`` base does the acking): the batch's tuples are acked only after
+``handle_batch`` returned; if conversion, Spark or the hook raises, all of them are failed, so
+a replaying spout sends them again, and the error is reported as the component's error. A
+batch is never half-acked, and a bad batch never kills the task.
+
+``batch_id`` is an int that increases by one with every batch this task hands over, failed
+attempts included (an id is never reused within a task's life). The transactional layer will
+pass its txid in the same place.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from stormpy.config import ConfigError
+from stormpy.spark.convert import BatchConversionError, RowConverter, parse_schema
+from stormpy.spark.session import acquire_session, release_session
+from stormpy.spark.settings import SinkSettings, sink_settings
+from stormpy.task.component import BatchingBolt
+from stormpy.task.tuple import Tuple
+
+log = logging.getLogger(__name__)
+
+# Attributes a subclass (or its initialize, before calling ours) may set; config keys win.
+_SETTING_ATTRS = ("batch_size", "secs_between_batches", "format", "path", "mode", "partition_by",
+                  "table", "options", "schema")
+
+
+class SinkBatchError(RuntimeError):
+    """A batch that was not handed to Spark; its message names the task, batch and cause."""
+
+
+class SparkSinkBolt(BatchingBolt):
+    """Writes its input tuples to Spark in batches; subclass it to configure or add ``handle_batch``.
+
+    Class attributes (each overridden by the ``spark.sink.*`` config key of the same meaning):
+    ``format`` (parquet/json/csv/orc), ``path``, ``mode`` (append), ``partition_by``,
+    ``table``, ``options`` (writer options), ``schema`` (DDL string or StructType),
+    ``batch_size`` and ``secs_between_batches``.
+    """
+
+    outputs: Any = None
+    batch_size: int | None = 10000
+    secs_between_batches: float = 5
+    format: str | None = None
+    path: str | None = None
+    mode: str | None = None
+    partition_by: Sequence[str] | str | None = None
+    table: str | None = None
+    options: Mapping[str, Any] | None = None
+    schema: Any = None
+
+    # ------------------------------------------------------------ lifecycle (executor thread)
+    def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
+        """Read and validate the sink's settings; Spark itself starts with the first batch."""
+        self.sink: SinkSettings = sink_settings(stormconf, self._own_settings())
+        if not self.sink.has_writer and type(self).handle_batch is SparkSinkBolt.handle_batch:
+            raise ConfigError(f"{type(self).__name__} has nowhere to write: set spark.sink.path (with "
+                              "spark.sink.format) or spark.sink.table, or override handle_batch()")
+        self.batch_size = self.sink.batch_size
+        self.secs_between_batches = self.sink.batch_secs
+        self._stormconf = dict(stormconf)
+        self._context = context
+        self._task_id = getattr(context, "task_id", None)
+        self._stream_fields = self._declared_fields(context)
+        self._converters: dict[Hashable, RowConverter] = {}
+        self._spark: Any = None
+        self._schema: Any = None
+        self.last_batch_id = 0
+        for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total"):
+            self.metrics.set(name, 0)
+        self.logger.info("Spark sink ready: batches of %d rows or %g s to %s", self.sink.batch_size,
+                         self.sink.batch_secs, self.sink.describe())
+
+    def _own_settings(self) -> dict[str, Any]:
+        """Setting attributes this subclass or instance changed from SparkSinkBolt's defaults."""
+        own: dict[str, Any] = {}
+        for name in _SETTING_ATTRS:
+            value = getattr(self, name)
+            if value is not SparkSinkBolt.__dict__[name] and value != SparkSinkBolt.__dict__[name]:
+                own[name] = value
+        return own
+
+    @staticmethod
+    def _declared_fields(context: Any) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Declared fields of each input stream (from the topology), by (component, stream)."""
+        try:
+            sources = context.get_sources()
+            return {(comp, stream): tuple(context.get_output_fields(stream, comp)) for comp, stream in sources}
+        except (AttributeError, KeyError, TypeError):
+            log.debug("context has no input stream layout; field names come from the tuples")
+            return {}
+
+    def close(self) -> None:
+        """Give the SparkSession back; the process's last sink to close stops it."""
+        if self._spark is not None:
+            self._spark = None
+            release_session(f"sink {getattr(self._context, 'component_id', '?')} task {self._task_id} closed")
+
+    # ------------------------------------------------------------ batching
+    def group_key(self, tup: Tuple) -> Hashable:
+        """One batch per input stream: each stream has its own fields, so its own columns."""
+        return (tup.component, tup.stream)
+
+    def process_batch(self, key: Hashable, tups: list[Tuple]) -> None:
+        """Convert the batch and hand it to ``handle_batch``; raising fails every tuple of it."""
+        self.last_batch_id += 1
+        batch_id = self.last_batch_id
+        started = time.monotonic()
+        try:
+            spark = self.spark()
+            convert_started = time.monotonic()
+            converter = self._converter(key, tups[0])
+            df = converter.to_dataframe(spark, [tup.values for tup in tups])
+            self.handle_batch(spark, df, batch_id)
+        except BatchConversionError as exc:
+            self._count_failure(len(tups))
+            raise SinkBatchError(f"task {self._task_id}: batch {batch_id} ({len(tups)} tuples from "
+                                 f"{_stream_name(key)}) was not written, its tuples fail: {exc}") from None
+        except Exception:
+            self._count_failure(len(tups))
+            raise
+        secs = time.monotonic() - convert_started
+        self.metrics.incr("batches")
+        self.metrics.incr("rows", len(tups))
+        self.metrics.incr("spark_secs_total", secs)
+        self.metrics.set("spark_secs_last", round(secs, 4))
+        self.metrics.set("spark_secs_per_batch", round(self.metrics["spark_secs_total"] / self.metrics["batches"], 4))
+        self.metrics.set("last_batch_id", batch_id)
+        self.logger.debug("batch %d: %d rows to Spark in %.3f s (%.3f s with session start)", batch_id,
+                          len(tups), secs, time.monotonic() - started)
+
+    def _count_failure(self, rows: int) -> None:
+        self.metrics.incr("failed_batches")
+        self.metrics.incr("failed_rows", rows)
+
+    def handle_batch(self, spark: Any, df: Any, batch_id: int) -> None:
+        """Do something with one batch; by default write it with the built-in writer.
+
+        Override for aggregations, joins or other systems; return only when the work is done
+        (the tuples are acked then), raise to fail the whole batch.
+        """
+        self.sink.write(df)
+
+    # ------------------------------------------------------------ Spark
+    def spark(self) -> Any:
+        """This process's SparkSession, started on first use (5-6 s cold) and then shared."""
+        if self._spark is None:
+            started = time.monotonic()
+            self._spark = acquire_session(self._stormconf)
+            self.metrics.set("spark_session_start_secs", round(time.monotonic() - started, 3))
+        return self._spark
+
+    def _converter(self, key: Hashable, first: Tuple) -> RowConverter:
+        converter = self._converters.get(key)
+        if converter is None:
+            if self.sink.schema is not None and self._schema is None:
+                self._schema = parse_schema(self._spark, self.sink.schema)
+            converter = RowConverter(self._field_names(key, first), self._schema)
+            self._converters[key] = converter
+        return converter
+
+    def _field_names(self, key: Hashable, first: Tuple) -> tuple[str, ...]:
+        declared = self._stream_fields.get(key)  # type: ignore[arg-type]
+        if declared:
+            return declared
+        named = getattr(first.values, "_fields", None)
+        if named:
+            return tuple(named)
+        return tuple(f"_{i + 1}" for i in range(len(first.values)))
+
+
+def _stream_name(key: Hashable) -> str:
+    if isinstance(key, tuple) and len(key) == 2:
+        return f"{key[0]}:{key[1]}"
+    return repr(key)
