@@ -83,8 +83,8 @@ class _Peer:
 class ZmqTransfer:
     """The worker's tuple transport; ``send`` is called by executor threads (see module doc)."""
 
-    def __init__(self, host: str, port: int, *, bind_host: str = "*", hwm_frames: int = 200,
-                 max_pending_frames: int = 1000, overload_backlog: int = 2000,
+    def __init__(self, host: str, port: int, *, bind_host: str = "*", hwm_frames: int = 100,
+                 max_pending_frames: int = 400, overload_backlog: int = 2000,
                  backpressure_refresh_secs: float = 1.0, backpressure_expire_secs: float = 4.0,
                  check_interval_secs: float = 0.005,
                  report_error: Callable[[int, str], None] | None = None,
