@@ -1,0 +1,241 @@
+"""A real process cluster for the fault tests: ZooKeeper + Nimbus + N supervisors (+ their workers).
+
+``process_cluster`` (module scope: one cluster per test module, because starting a JVM and
+daemons costs seconds on 2 cores) starts
+
+- its own ZooKeeper (not the session one: tests here restart it),
+- ``stormpy nimbus --config <file>``,
+- ``stormpy supervisor --config <file>`` per supervisor, each with its own ``storm.local.dir``,
+  ``storm.log.dir`` and ``supervisor.slots.ports``,
+
+with short timings so faults are detected in seconds. Teardown stops the daemons (SIGTERM, then
+SIGKILL) and then SIGKILLs every worker process whose ``--conf`` lies under one of this cluster's
+local dirs (stopping a supervisor on purpose leaves its workers running), also when a test
+failed. On failure the daemon and worker log tails are printed.
+
+The daemon commands are :data:`DAEMON_COMMANDS`; ``test_docker_compose.py`` checks that
+``docker-compose.yml`` runs exactly these.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from stormpy.testing import DaemonProcess, ZooKeeperServer, ZooKeeperUnavailable, free_port, wait_until
+from stormpy.testing.processes import log_tail
+
+REPO = Path(__file__).resolve().parents[2]
+TOPOLOGIES = Path(__file__).resolve().parent / "topologies"
+
+#: service -> the ``stormpy`` arguments it runs with (before ``--config <file>``).
+DAEMON_COMMANDS = {"zookeeper": ["dev-zookeeper"], "nimbus": ["nimbus"], "supervisor": ["supervisor"],
+                   "ui": ["ui"]}
+
+#: Timings that make a 2-core test cluster notice faults in seconds.
+FAST_TIMINGS: dict[str, Any] = {
+    "storm.zookeeper.session.timeout": 6000,
+    "storm.zookeeper.connection.timeout": 15000,
+    "storm.zookeeper.retry.times": 5,
+    "storm.zookeeper.retry.interval": 200,
+    "nimbus.monitor.freq.secs": 1,
+    "nimbus.task.timeout.secs": 8,
+    "nimbus.task.launch.secs": 30,
+    "nimbus.supervisor.timeout.secs": 8,
+    "supervisor.heartbeat.frequency.secs": 1,
+    "supervisor.monitor.frequency.secs": 1,
+    "supervisor.sync.freq.secs": 2,
+    "supervisor.worker.timeout.secs": 8,
+    "supervisor.worker.start.timeout.secs": 60,
+    "supervisor.worker.shutdown.sleep.secs": 2,
+    "worker.heartbeat.frequency.secs": 1,
+    "task.heartbeat.frequency.secs": 1,
+    "task.refresh.poll.secs": 2,
+    "storm.local.hostname": "127.0.0.1",
+}
+
+
+class ProcessCluster:
+    """The running cluster; tests use its helpers and public fault hooks (``kill_*``)."""
+
+    def __init__(self, base: Path, num_supervisors: int, ports_per_supervisor: int,
+                 extra_conf: dict[str, Any] | None = None) -> None:
+        self.base = base
+        self.zookeeper = ZooKeeperServer(base / "zookeeper", tick_time_ms=500)
+        self.log_dir = base / "daemon-logs"
+        self.conf: dict[str, Any] = {}
+        self.nimbus: DaemonProcess | None = None
+        self.supervisors: list[DaemonProcess] = []
+        self.num_supervisors = num_supervisors
+        self.ports_per_supervisor = ports_per_supervisor
+        self.extra_conf = dict(extra_conf or {})
+        self.started: list[DaemonProcess] = []
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> "ProcessCluster":
+        self.zookeeper.start(timeout=90)
+        self.conf = {**self.zookeeper.client_conf("/storm"), **FAST_TIMINGS, **self.extra_conf,
+                     "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": free_port(),
+                     "storm.local.dir": str(self.base / "nimbus-local"),
+                     "storm.log.dir": str(self.base / "nimbus-logs")}
+        self.start_nimbus()
+        for i in range(self.num_supervisors):
+            self.add_supervisor(i)
+        wait_until(lambda: len(self.supervisor_summaries()) >= self.num_supervisors, 60,
+                   f"{self.num_supervisors} supervisors registered with Nimbus")
+        return self
+
+    def daemon(self, service: str, conf: dict[str, Any], name: str) -> DaemonProcess:
+        proc = DaemonProcess(DAEMON_COMMANDS[service], conf, self.log_dir, name=name, cwd=str(self.base))
+        self.started.append(proc)
+        return proc
+
+    def start_nimbus(self) -> DaemonProcess:
+        if self.nimbus is None:
+            self.nimbus = self.daemon("nimbus", self.conf, "nimbus")
+        self.nimbus.start()
+        self.nimbus.wait_for_port(self.conf["nimbus.thrift.port"], timeout=60)
+        return self.nimbus
+
+    def supervisor_conf(self, index: int) -> dict[str, Any]:
+        first = 20000 + (os.getpid() % 500) * 40 + index * 10
+        ports = [free_port() for _ in range(self.ports_per_supervisor)] if first > 65000 else \
+            [_free_from(first + k) for k in range(self.ports_per_supervisor)]
+        return {**self.conf, "storm.local.dir": str(self.base / f"supervisor-{index}" / "local"),
+                "storm.log.dir": str(self.base / f"supervisor-{index}" / "logs"),
+                "supervisor.slots.ports": ports}
+
+    def add_supervisor(self, index: int) -> DaemonProcess:
+        proc = self.daemon("supervisor", self.supervisor_conf(index), f"supervisor-{index}")
+        self.supervisors.append(proc)
+        return proc.start()
+
+    def restart_supervisor(self, index: int) -> DaemonProcess:
+        """Start supervisor ``index`` again with the same config (same local dir: adoption)."""
+        proc = self.supervisors[index]
+        if proc.is_alive():
+            proc.stop(reason="restart requested")
+        return proc.start()
+
+    def stop(self) -> None:
+        for proc in reversed(self.started):
+            proc.stop(reason="cluster teardown", grace_secs=10)
+        for pid in self.worker_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in self.worker_pids():
+            try:
+                psutil.Process(pid).wait(10)
+            except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+                pass
+        self.zookeeper.stop(reason="cluster teardown")
+
+    # ------------------------------------------------------------ topologies
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run ``stormpy <args> --config <nimbus conf>`` like a user would; raises on failure."""
+        conf_file = self.log_dir / "client.yaml"
+        conf_file.parent.mkdir(parents=True, exist_ok=True)
+        conf_file.write_text(json.dumps({k: self.conf[k] for k in (
+            "storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root", "nimbus.seeds",
+            "nimbus.thrift.port")}))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+        result = subprocess.run([sys.executable, "-m", "stormpy.cli", *args, "--config", str(conf_file)],
+                                capture_output=True, text=True, timeout=timeout, env=env, cwd=str(self.base))
+        if result.returncode != 0:
+            raise AssertionError(f"stormpy {' '.join(args)} failed ({result.returncode}):\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result
+
+    def submit(self, topology_file: str, name: str, workers: int, conf: dict[str, Any]) -> str:
+        """Submit ``tests/cluster/topologies/<file>`` and return its topology id."""
+        args = ["submit", str(TOPOLOGIES / topology_file), "--name", name, "--workers", str(workers)]
+        for key, value in conf.items():
+            args += ["-c", f"{key}={json.dumps(value)}"]
+        self.cli(*args)
+        return wait_until(lambda: self.topology_id(name), 30, f"topology {name} to be listed")
+
+    def client(self) -> Any:
+        from stormpy.client.nimbus_client import connect
+
+        return connect(self.conf)
+
+    def topology_id(self, name: str) -> str | None:
+        with self.client() as c:
+            for topo in c.getClusterInfo().topologies:
+                if topo.name == name:
+                    return topo.id
+        return None
+
+    def topology_info(self, topology_id: str) -> Any:
+        with self.client() as c:
+            return c.getTopologyInfo(topology_id)
+
+    def supervisor_summaries(self) -> list[Any]:
+        try:
+            with self.client() as c:
+                return list(c.getClusterInfo().supervisors)
+        except Exception:  # noqa: BLE001 - Nimbus may be restarting
+            return []
+
+    def kill_topology(self, name: str, wait_secs: int = 0) -> None:
+        self.cli("kill", name, "-w", str(wait_secs))
+
+    # ------------------------------------------------------------ workers
+    def local_dirs(self) -> list[str]:
+        return [str(self.base / f"supervisor-{i}" / "local") for i in range(len(self.supervisors))]
+
+    def worker_processes(self, topology_id: str | None = None, supervisor: int | None = None) -> list[psutil.Process]:
+        """Live worker processes of this cluster (optionally one topology's / one supervisor's)."""
+        dirs = self.local_dirs() if supervisor is None else [self.local_dirs()[supervisor]]
+        found = []
+        for proc in psutil.process_iter(["cmdline", "status"]):
+            try:
+                cmd = proc.info["cmdline"] or []
+                if proc.info["status"] == psutil.STATUS_ZOMBIE or "stormpy.worker" not in cmd:
+                    continue
+                conf = cmd[cmd.index("--conf") + 1] if "--conf" in cmd else ""
+                if not any(conf.startswith(d + os.sep) for d in dirs):
+                    continue
+                if topology_id is not None and topology_id not in cmd:
+                    continue
+                found.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError, IndexError):
+                continue
+        return found
+
+    def worker_pids(self, topology_id: str | None = None, supervisor: int | None = None) -> list[int]:
+        return sorted(p.pid for p in self.worker_processes(topology_id, supervisor))
+
+    def wait_workers(self, topology_id: str, count: int, timeout: float = 90) -> list[int]:
+        return wait_until(lambda: (pids := self.worker_pids(topology_id)) and len(pids) == count and pids,
+                          timeout, f"{count} worker process(es) of {topology_id}")
+
+    def report(self) -> str:
+        parts = [f"--- {p.name} ({p.output_path}) ---\n{p.log_tail(80)}" for p in self.started]
+        for i in range(len(self.supervisors)):
+            for log in sorted((self.base / f"supervisor-{i}" / "logs").glob("workers-artifacts/*/*/worker.log")):
+                parts.append(f"--- {log} ---\n{log_tail(log, 60)}")
+        parts.append(f"--- zookeeper ---\n{self.zookeeper.tail(20)}")
+        return "\n".join(parts)
+
+
+def _free_from(port: int) -> int:
+    """``port`` if free, else any free port (fixed-ish ports keep worker logs readable)."""
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            return free_port()

@@ -1,0 +1,53 @@
+"""docker-compose.yml cannot run here (no Docker): check it parses, has the services DESIGN
+section 9 lists, and that each runs exactly the stormpy command the process-cluster fixture runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from stormpy.config import load_config
+from stormpy.testing import DaemonProcess
+
+from process_cluster import DAEMON_COMMANDS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())
+
+
+def kind(service: str) -> str:
+    return service.rstrip("0123456789")
+
+
+def test_compose_has_the_cluster_services():
+    services = compose()["services"]
+    assert set(services) == {"zookeeper", "nimbus", "supervisor1", "supervisor2", "ui"}
+    assert sum(1 for s in services if kind(s) == "supervisor") == 2
+
+
+def test_compose_commands_are_the_fixture_commands(tmp_path):
+    for service, spec in compose()["services"].items():
+        command = spec["command"]
+        fixture = DaemonProcess(DAEMON_COMMANDS[kind(service)], {}, tmp_path, name=service)
+        argv = fixture.argv()
+        # fixture: python -m stormpy.cli <cmd...> --config FILE ; compose: stormpy <cmd...> --config FILE
+        assert argv[:3][1:] == ["-m", "stormpy.cli"]
+        assert command[0] == "stormpy"
+        assert command[1:-1] == argv[3:-1], f"{service}: {command} differs from the fixture's {argv}"
+        mounted = {v.split(":")[1]: v.split(":")[0] for v in spec.get("volumes", [])}
+        assert command[-1] in mounted, f"{service}: its config file is not mounted"
+        load_config(REPO / mounted[command[-1]])     # parses with stormpy's own loader
+
+
+def test_compose_config_points_at_the_services():
+    conf = load_config(REPO / "docker" / "storm.yaml")
+    assert conf["storm.zookeeper.servers"] == ["zookeeper"]
+    assert conf["nimbus.seeds"] == ["nimbus"]
+
+
+def test_dockerfile_installs_stormpy():
+    text = (REPO / "Dockerfile").read_text()
+    assert "pip install" in text and "openjdk-17" in text
