@@ -1,0 +1,79 @@
+"""The ``__acker`` system bolt: applies ack messages to a Ledger and answers the spouts.
+
+Plans name it ``stormpy.acker.bolt:AckerBolt``. It runs in an ordinary bolt executor, but
+takes whole batches (``process_messages``) instead of one Tuple at a time: acker traffic is
+two or three messages per tuple tree and must stay cheap. Streams are dispatched through a
+table (STYLE section 4). Timeouts rotate the ledger from the executor's timer
+(``on_timer``, on the executor thread), every ``topology.message.timeout.secs / (buckets - 1)`` seconds.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from stormpy.acker.ledger import ACKED, Ledger
+from stormpy.task.component import Bolt
+
+log = logging.getLogger(__name__)
+
+ACK_INIT = "__ack_init"
+ACK_ACK = "__ack_ack"
+ACK_FAIL = "__ack_fail"
+_BUCKETS = 3
+
+
+class AckerBolt(Bolt):
+    """XOR tracking of tuple trees for the spout tasks that chose this acker task."""
+
+    outputs: list[str] = []
+    auto_ack = False
+    auto_anchor = False
+    auto_fail = False
+
+    def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
+        self.task_id = context.task_id if context is not None else 0
+        timeout = float(stormconf.get("topology.message.timeout.secs") or 30)
+        self.timer_interval_secs = timeout / (_BUCKETS - 1)
+        self.ledger = Ledger(_BUCKETS)
+        self._on_stream = {ACK_INIT: self._on_init, ACK_ACK: self._on_ack, ACK_FAIL: self._on_fail}
+        self.acked_trees = 0
+        self.failed_trees = 0
+
+    def process_messages(self, messages: list[Any]) -> list[tuple[int, Any]]:
+        """Apply a batch of acker messages; return (spout task, answer message) pairs."""
+        out: list[tuple[int, Any]] = []
+        handlers = self._on_stream
+        for stream, src, values, _anchors in messages:
+            handler = handlers.get(stream)
+            if handler is None:
+                log.warning("acker: unknown stream %r from task %r", stream, src)
+                continue
+            result = handler(values)
+            if result is not None:
+                verdict, spout_task = result
+                root = values[0]
+                if verdict is ACKED:
+                    self.acked_trees += 1
+                    out.append((spout_task, (ACK_ACK, self.task_id, [root], None)))
+                else:
+                    self.failed_trees += 1
+                    out.append((spout_task, (ACK_FAIL, self.task_id, [root], None)))
+        return out
+
+    def _on_init(self, values: list[int]) -> Any:
+        return self.ledger.init(values[0], values[1], values[2])
+
+    def _on_ack(self, values: list[int]) -> Any:
+        return self.ledger.ack(values[0], values[1])
+
+    def _on_fail(self, values: list[int]) -> Any:
+        return self.ledger.fail(values[0])
+
+    def on_timer(self) -> None:
+        expired = self.ledger.rotate()
+        if expired:
+            log.debug("acker task %d: %d tuple trees expired", self.task_id, len(expired))
+        self.metrics.set("pending_trees", len(self.ledger))
+        self.metrics.set("acked_trees", self.acked_trees)
+        self.metrics.set("failed_trees", self.failed_trees)

@@ -1,0 +1,141 @@
+"""The acker's pure state: an XOR ledger of tuple trees with rotating-bucket timeouts.
+
+Storm's protocol (DESIGN section 6): the spout sends ``init(root, xor of its edge ids, spout
+task)``; every bolt that acks a tuple sends ``ack(root, edge id ^ ids of the tuples anchored to
+it)``; when a root's value reaches 0 and the spout task is known, the tree is complete. The
+messages can arrive in any order (an ack may overtake the init), which XOR does not mind.
+A ``fail`` marks the tree failed; the spout is told as soon as its task is known.
+
+Timeouts use Storm's RotatingMap idea: entries live in generation buckets; ``rotate()``
+expires the oldest bucket, so an entry lives between (n-2) and (n-1) rotation periods.
+Nothing here does I/O or reads the clock: the acker bolt and the spout executor call
+``rotate()`` from their timers, and the tests drive it by hand.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Hashable
+from typing import Any, Generic, TypeVar
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+ACKED = "ack"
+FAILED = "fail"
+
+
+class RotatingMap(Generic[K, V]):
+    """A dict whose entries expire after ``num_buckets - 1`` calls to :meth:`rotate`.
+
+    One dict holds the values (one lookup per operation); each bucket lists the keys put
+    during its generation. A key removed and put again stays in its old bucket's list too,
+    which can only shorten its life: keys here are random 64-bit ids, so this does not occur.
+    """
+
+    def __init__(self, num_buckets: int = 3) -> None:
+        if num_buckets < 2:
+            raise ValueError("RotatingMap needs at least 2 buckets")
+        self._values: dict[K, V] = {}
+        self._buckets: deque[list[K]] = deque([] for _ in range(num_buckets))
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def get(self, key: K, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def put(self, key: K, value: V) -> None:
+        if key not in self._values:
+            self._buckets[0].append(key)
+        self._values[key] = value
+
+    def pop(self, key: K, default: Any = None) -> Any:
+        return self._values.pop(key, default)
+
+    def items(self) -> list[tuple[K, V]]:
+        return list(self._values.items())
+
+    def clear(self) -> None:
+        self._values.clear()
+        for bucket in self._buckets:
+            bucket.clear()
+
+    def rotate(self) -> list[tuple[K, V]]:
+        """Start a new generation; return the (key, value) pairs of the oldest one."""
+        oldest = self._buckets.pop()
+        self._buckets.appendleft([])
+        values = self._values
+        expired = []
+        for key in oldest:
+            value = values.pop(key, None)
+            if value is not None:
+                expired.append((key, value))
+        return expired
+
+
+class Ledger:
+    """XOR state of the tuple trees one acker task tracks.
+
+    Each method returns ``None`` while a tree is still open, or ``(ACKED|FAILED, spout_task)``
+    once the spout must be told; the entry is then gone. An entry is a list
+    ``[value, spout_task or None, failed]`` so updates happen in place.
+    """
+
+    def __init__(self, num_buckets: int = 3) -> None:
+        self._pending: RotatingMap[int, list[Any]] = RotatingMap(num_buckets)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def init(self, root: int, value: int, spout_task: int) -> tuple[str, int] | None:
+        entry = self._pending.get(root)
+        if entry is None:
+            entry = [value, spout_task, False]
+            self._pending.put(root, entry)
+        else:
+            entry[0] ^= value
+            entry[1] = spout_task
+        return self._settle(root, entry)
+
+    def ack(self, root: int, value: int) -> tuple[str, int] | None:
+        entry = self._pending.get(root)
+        if entry is None:
+            # The ack overtook the spout's init: keep the partial value until it arrives.
+            self._pending.put(root, [value, None, False])
+            return None
+        entry[0] ^= value
+        return self._settle(root, entry)
+
+    def fail(self, root: int) -> tuple[str, int] | None:
+        entry = self._pending.get(root)
+        if entry is None:
+            self._pending.put(root, [0, None, True])
+            return None
+        entry[2] = True
+        return self._settle(root, entry)
+
+    def _settle(self, root: int, entry: list[Any]) -> tuple[str, int] | None:
+        spout_task = entry[1]
+        if spout_task is None:
+            return None
+        if entry[0] == 0:
+            self._pending.pop(root)
+            return (ACKED, spout_task)
+        if entry[2]:
+            self._pending.pop(root)
+            return (FAILED, spout_task)
+        return None
+
+    def rotate(self) -> list[int]:
+        """Expire the oldest generation; returns the expired roots.
+
+        The spout is not told: its own pending map times the tuple out (as in Storm), which
+        also covers trees whose init never reached this acker.
+        """
+        return [root for root, _ in self._pending.rotate()]

@@ -1,0 +1,251 @@
+"""The user API: ``Spout``, ``Bolt``, ``BatchingBolt``, ``TicklessBatchingBolt``.
+
+Compatible with streamparse/pystorm (DESIGN section 2): users subclass these, declare
+``outputs`` and override ``initialize``, ``next_tuple``/``process``, ``ack``/``fail`` and so on.
+Everything a component calls back into (``emit``, bolt ``ack``/``fail``, ``report_error``)
+goes to the task object its executor attaches with ``_attach`` before ``initialize``; all
+of a component's methods run on that executor's thread, so components need no locks.
+
+Timing is the executor's job: a component that sets ``timer_interval_secs`` gets
+``on_timer()`` calls from its executor thread at that interval (the batching bolts use it;
+no extra threads).
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from stormpy.task.tuple import Tuple
+
+log = logging.getLogger(__name__)
+
+
+class Metrics(dict):
+    """Free-form numeric counters of one task; they appear in its executor's stats."""
+
+    def set(self, name: str, value: float) -> None:
+        self[name] = value
+
+    def incr(self, name: str, n: float = 1) -> None:
+        self[name] = self.get(name, 0) + n
+
+
+class _Detached:
+    """Stands in for the task until an executor attaches one: calling out is a clear error."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this component is not running in a stormpy executor yet "
+                           "(emit/ack/fail work from initialize() on)")
+
+
+class Component:
+    """Base of spouts and bolts: outputs, lifecycle hooks, logging and error reporting."""
+
+    outputs: Any = None
+    #: If set, the executor calls ``on_timer()`` this often (seconds) from its thread.
+    timer_interval_secs: float | None = None
+
+    _task: Any = _Detached()
+    logger: logging.Logger | logging.LoggerAdapter = log
+    metrics: Metrics
+
+    @classmethod
+    def spec(cls, name: str | None = None, inputs: Any = None, par: int = 1,
+             config: Mapping[str, Any] | None = None) -> Any:
+        """Declare this component in a Topology class (streamparse's ``Component.spec``)."""
+        from stormpy.topology.dsl import ComponentSpec
+
+        return ComponentSpec(cls, name=name, inputs=inputs, par=par, config=config)
+
+    # ------------------------------------------------------------ wiring (executor thread)
+    def _attach(self, task: Any, component_id: str, task_id: int) -> None:
+        """Called by the executor before ``initialize``: connect this instance to its task."""
+        self._task = task
+        self.metrics = Metrics()
+        self.logger = logging.LoggerAdapter(logging.getLogger(f"stormpy.component.{component_id}"),
+                                            {"task_id": task_id})
+        # Fast path: the task's emit is bound straight onto the instance unless the user
+        # overrode emit (then their override calls Component.emit, which delegates).
+        if type(self).emit is Component.emit:
+            self.emit = task.emit  # type: ignore[method-assign]
+
+    # ------------------------------------------------------------ user hooks
+    def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
+        """Called once per task instance, before any tuple; ``stormconf`` is the topology conf."""
+
+    def close(self) -> None:
+        """Called once when the task stops (also before a crashed task is re-created)."""
+
+    def on_timer(self) -> None:
+        """Called every ``timer_interval_secs`` from the executor thread."""
+
+    def _before_close(self) -> None:
+        """Executor hook run at shutdown before ``close`` (batching bolts flush here)."""
+
+    # ------------------------------------------------------------ calls into the engine
+    def emit(self, values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
+             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+        """Emit a tuple; returns the receiving task ids when ``need_task_ids`` is true."""
+        return self._task.emit(values, tup_id=tup_id, stream=stream, anchors=anchors,
+                               direct_task=direct_task, need_task_ids=need_task_ids)
+
+    def report_error(self, message: Any) -> None:
+        """Report an error for this component (kept as its last errors; shown by the UI)."""
+        self._task.report_error(str(message))
+
+    def raise_exception(self, exception: BaseException, tup: Tuple | None = None) -> None:
+        """pystorm's way to give up: report the error and raise it, so the task restarts."""
+        text = "".join(traceback.format_exception(exception))
+        if tup is not None:
+            text = f"{text}while processing {tup!r}"
+        self._task.report_error(text)
+        self._task.mark_reported(exception)
+        raise exception
+
+    def log(self, message: Any, level: str | int | None = None) -> None:
+        """pystorm's ``self.log(msg, level)``: goes to ``self.logger``."""
+        if isinstance(level, str):
+            level = logging.getLevelName(level.upper())
+        if not isinstance(level, int):
+            level = logging.INFO
+        self.logger.log(level, "%s", message)
+
+
+class Spout(Component):
+    """A source of tuples. ``next_tuple`` is called while the topology is active."""
+
+    outputs: Any = None
+
+    def next_tuple(self) -> None:
+        """Emit zero or more tuples; with ``tup_id`` they are tracked by the acker."""
+
+    def ack(self, tup_id: Any) -> None:
+        """The tuple tree of ``tup_id`` was fully processed."""
+
+    def fail(self, tup_id: Any) -> None:
+        """The tuple tree of ``tup_id`` failed or timed out; replaying is the spout's choice."""
+
+    def activate(self) -> None:
+        """The topology became active: ``next_tuple`` calls follow."""
+
+    def deactivate(self) -> None:
+        """The topology was deactivated: no more ``next_tuple`` calls until activate."""
+
+
+class Bolt(Component):
+    """Processes tuples. With the defaults each tuple is anchored, acked or failed for you."""
+
+    outputs: Any = None
+    auto_ack = True
+    auto_anchor = True
+    auto_fail = True
+    #: True for bolts that ack their inputs themselves later (batching bolts).
+    _manages_acks = False
+
+    def process(self, tup: Tuple) -> None:
+        """Handle one input tuple."""
+
+    def process_tick(self, tup: Tuple) -> None:
+        """Handle a tick tuple (``topology.tick.tuple.freq.secs``)."""
+
+    def ack(self, tup: Tuple) -> None:
+        """Mark ``tup`` fully processed by this bolt."""
+        self._task.ack(tup)
+
+    def fail(self, tup: Tuple) -> None:
+        """Fail ``tup``: the spout's ``fail`` runs for its tuple tree."""
+        self._task.fail(tup)
+
+
+class BatchingBolt(Bolt):
+    """streamparse's BatchingBolt: groups tuples and hands each group to ``process_batch``.
+
+    A batch per ``group_key(tup)`` is flushed every ``secs_between_batches`` (driven by the
+    executor's timer), after ``ticks_between_batches`` tick tuples when that is set, as soon
+    as it holds ``batch_size`` tuples when that is set (a stormpy extension), and at shutdown.
+    With ``auto_ack`` every tuple of a batch is acked after ``process_batch`` returns; when it
+    raises they are all failed (``auto_fail``) and the error is reported; the task lives on.
+    """
+
+    secs_between_batches: float = 2
+    ticks_between_batches: int | None = None
+    batch_size: int | None = None
+    _manages_acks = True
+
+    @property
+    def timer_interval_secs(self) -> float | None:  # type: ignore[override]
+        return self.secs_between_batches
+
+    def _attach(self, task: Any, component_id: str, task_id: int) -> None:
+        super()._attach(task, component_id, task_id)
+        self._batches: dict[Hashable, list[Tuple]] = {}
+        self._ticks_seen = 0
+
+    def group_key(self, tup: Tuple) -> Hashable:
+        """The batch a tuple belongs to; one batch for everything by default."""
+        return None
+
+    def process_batch(self, key: Hashable, tups: list[Tuple]) -> None:
+        """Handle one batch (all tuples sharing ``key`` since the last flush)."""
+
+    def process(self, tup: Tuple) -> None:
+        key = self.group_key(tup)
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = []
+        batch.append(tup)
+        if self.batch_size and len(batch) >= self.batch_size:
+            self._run_batch(key)
+
+    def process_tick(self, tup: Tuple) -> None:
+        if self.ticks_between_batches:
+            self._ticks_seen += 1
+            if self._ticks_seen >= self.ticks_between_batches:
+                self._ticks_seen = 0
+                self.flush_batches()
+
+    def on_timer(self) -> None:
+        self.flush_batches()
+
+    def _before_close(self) -> None:
+        self.flush_batches()
+
+    def flush_batches(self) -> None:
+        """Run ``process_batch`` for every pending batch now."""
+        for key in list(self._batches):
+            self._run_batch(key)
+
+    def pending_tuples(self) -> list[Tuple]:
+        """Tuples waiting in batches (the executor fails them if the task crashes)."""
+        return [t for batch in self._batches.values() for t in batch]
+
+    def _run_batch(self, key: Hashable) -> None:
+        tups = self._batches.pop(key, None)
+        if not tups:
+            return
+        self._task.current_tups = tups  # auto_anchor: emits anchor to the batch
+        try:
+            self.process_batch(key, tups)
+        except Exception as exc:
+            self._task.current_tups = None
+            self.logger.error("process_batch failed for key %r (%d tuples): %s", key, len(tups), exc)
+            if self.auto_fail:
+                for tup in tups:
+                    if not tup._done:
+                        self.fail(tup)
+            self.report_error("".join(traceback.format_exception(exc)))
+            return
+        self._task.current_tups = None
+        if self.auto_ack:
+            for tup in tups:
+                if not tup._done:
+                    self.ack(tup)
+
+
+class TicklessBatchingBolt(BatchingBolt):
+    """streamparse's TicklessBatchingBolt: flushed by time only (the executor's timer)."""
+
+    def process_tick(self, tup: Tuple) -> None:
+        """Ticks do not drive this bolt."""

@@ -1,0 +1,380 @@
+"""The executor: one thread that runs tasks ``start..end`` of one component.
+
+What every executor shares (the spout and bolt executors add their loops):
+
+- A receive queue (``SimpleQueue`` of ``(task_id, [message, ...])`` batches, never one item
+  per tuple) with a tuple count guarded by a lock taken once per batch; the count drives
+  backpressure (``overloaded`` between the high and low watermarks).
+- An outbox: per destination task, a list of messages; handed to ``transfer.send`` when it
+  reaches ``topology.transfer.batch.size``, after ``topology.batch.flush.interval.millis``,
+  or when the executor goes idle. Bolts' acks are XOR-combined per root id and join the
+  outbox at flush time.
+- Timers run on the executor thread (tick tuples, ``on_timer``, timeouts, stats snapshots).
+- Crash handling: user code that raises is logged with component and task id, reported,
+  the tuples the task held are failed, and the task is re-created after a backoff while the
+  executor's other tasks (and every other executor) keep running.
+- Control calls (activate, deactivate, flush at shutdown) are queued as ``(None, fn)`` items
+  so they run on the executor thread like everything else.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable
+from queue import Empty, SimpleQueue
+from typing import Any
+
+from stormpy.serialization import from_conf
+from stormpy.task.component import Component
+from stormpy.task.context import TopologyContext
+from stormpy.task.grouping import build_routes
+from stormpy.task.stats import ExecutorStats
+
+log = logging.getLogger(__name__)
+
+ACK_INIT = "__ack_init"
+ACK_ACK = "__ack_ack"
+ACK_FAIL = "__ack_fail"
+TICK = "__tick"
+SYSTEM_COMPONENT = "__system"
+_MAX_BACKOFF_SECS = 30.0
+
+
+def load_component_class(class_name: str) -> type[Component]:
+    """Import ``module:Class`` (the way compile_topology names user code)."""
+    from stormpy.topology.compile import resolve_class
+
+    cls = resolve_class(class_name)  # classes compiled in this process first, else import
+    if not isinstance(cls, type):
+        raise TypeError(f"{class_name} is not a class")
+    return cls
+
+
+class Timer:
+    """A periodic call on the executor thread."""
+
+    __slots__ = ("interval", "due", "fn", "name")
+
+    def __init__(self, interval: float, fn: Callable[[], None], name: str, now: float) -> None:
+        self.interval = max(float(interval), 0.001)
+        self.due = now + self.interval
+        self.fn = fn
+        self.name = name
+
+
+class TaskBase:
+    """One task of an executor: its component instance and the calls the component makes."""
+
+    def __init__(self, executor: "Executor", task_id: int) -> None:
+        self.executor = executor
+        self.task_id = task_id
+        self.component_id = executor.component_id
+        self.component: Any = None
+        self.context = TopologyContext(executor.plan, executor.component_id, task_id,
+                                       executor.runtime.local_tasks, executor.runtime.host,
+                                       executor.runtime.port)
+        self.routes = build_routes(executor.plan, executor.component_id, self.context,
+                                   executor.runtime.local_tasks)
+        self.restarts = 0
+        self.down_until = 0.0
+        self._reported: BaseException | None = None
+
+    def report_error(self, text: str) -> None:
+        self.executor.report_error(self.task_id, text)
+
+    def mark_reported(self, exc: BaseException) -> None:
+        """``raise_exception`` already reported ``exc``: the crash handler must not repeat it."""
+        self._reported = exc
+
+    def was_reported(self, exc: BaseException) -> bool:
+        reported, self._reported = self._reported, None
+        return reported is exc
+
+    def on_crash(self) -> None:
+        """Fail (or drop) what this task held; subclasses know what that is."""
+
+
+class Executor:
+    """Base class: queue, outbox, timers, lifecycle and crash handling of one executor."""
+
+    kind = "bolt"
+    task_class: type[TaskBase] = TaskBase
+
+    def __init__(self, runtime: Any, start: int, end: int) -> None:
+        self.runtime = runtime
+        self.plan = runtime.plan
+        self.start_task, self.end_task = start, end
+        self.task_ids = list(range(start, end + 1))
+        self.component_id = self.plan.task_component[start]
+        self.comp_plan = self.plan.components[self.component_id]
+        self.conf: dict[str, Any] = dict(self.comp_plan.conf)
+        conf = self.conf
+        self.serialization = from_conf(conf)
+        self.batch_size = max(1, int(conf.get("topology.transfer.batch.size") or 1000))
+        self.flush_secs = max(0.0, float(conf.get("topology.batch.flush.interval.millis") or 0) / 1000.0)
+        buffer = int(conf.get("topology.executor.receive.buffer.size") or 32768)
+        self.high_watermark = max(1, int(buffer * 0.9))
+        self.low_watermark = max(0, int(buffer * 0.5))
+        self.backoff_secs = float(conf.get("topology.task.restart.backoff.secs") or 1.0)
+        rate = float(conf.get("topology.stats.sample.rate") or 0.05)
+        self.sample_every = max(1, int(round(1.0 / rate))) if rate > 0 else 1 << 30
+        self.acker_tasks: list[int] = list(self.plan.acker_tasks)
+        self.num_ackers = len(self.acker_tasks)
+
+        self.queue: SimpleQueue[tuple[int | None, Any]] = SimpleQueue()
+        self._qlock = threading.Lock()
+        self.queued = 0
+        self.overloaded = False
+        self.outbox: defaultdict[int, list[Any]] = defaultdict(list)
+        self._last_flush = time.monotonic()
+        self.stats = ExecutorStats(self.kind)
+        self.tasks: dict[int, Any] = {}
+        self.timers: list[Timer] = []
+        self._stop = threading.Event()
+        self._started = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.name = f"{self.component_id}[{start}-{end}]"
+
+    # ------------------------------------------------------------ other threads
+    def enqueue(self, task_id: int | None, messages: Any) -> None:
+        """Hand a batch to this executor (transport threads, other executors)."""
+        n = len(messages) if task_id is not None else 0
+        with self._qlock:
+            self.queued += n
+            if self.queued > self.high_watermark:
+                self.overloaded = True
+            self.queue.put((task_id, messages))
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the executor thread (activate, deactivate, flush requests)."""
+        self.queue.put((None, fn))
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._thread_main, name=f"executor-{self.name}", daemon=True)
+        self.thread.start()
+
+    def wait_started(self, timeout: float) -> bool:
+        return self._started.wait(timeout)
+
+    def stop(self) -> None:
+        """Ask the thread to finish: it flushes, calls ``close`` on its tasks and exits."""
+        self._stop.set()
+        self.call_soon(lambda: None)  # wake a blocked get()
+
+    def join(self, timeout: float) -> bool:
+        if self.thread is None:
+            return True
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def has_outbox(self) -> bool:
+        return bool(self.outbox)
+
+    def in_flight(self) -> int:
+        """Tuples queued here plus messages waiting in the outbox (approximate)."""
+        return self.queued + sum(len(v) for v in list(self.outbox.values()))
+
+    # ------------------------------------------------------------ executor thread
+    def _thread_main(self) -> None:
+        try:
+            now = time.monotonic()
+            self.add_timer(30.0, lambda: self.stats.snapshot_if_due(), "stats")
+            for task_id in self.task_ids:
+                task = self.task_class(self, task_id)
+                self.tasks[task_id] = task
+                self._start_task(task)
+            self._setup_timers(now)
+            self._started.set()
+            self._loop()
+        except Exception:
+            log.exception("executor %s died", self.name)
+        finally:
+            self._started.set()
+            self._shutdown()
+
+    def add_timer(self, interval: float, fn: Callable[[], None], name: str) -> Timer:
+        timer = Timer(interval, fn, name, time.monotonic())
+        self.timers.append(timer)
+        return timer
+
+    def _setup_timers(self, now: float) -> None:
+        """Subclasses add tick, timeout and component timers here."""
+
+    def _run_timers(self, now: float) -> float:
+        """Run due timers; return seconds until the next one."""
+        wait = 1.0
+        for timer in self.timers:
+            if now >= timer.due:
+                timer.due = now + timer.interval
+                try:
+                    timer.fn()
+                except Exception:
+                    log.exception("executor %s: timer %s failed", self.name, timer.name)
+            wait = min(wait, timer.due - now)
+        return max(wait, 0.0)
+
+    def _take(self, item: tuple[int | None, Any]) -> None:
+        """Account for a dequeued batch (backpressure) and dispatch it."""
+        task_id, payload = item
+        if task_id is None:
+            payload()
+            return
+        n = len(payload)
+        with self._qlock:
+            self.queued -= n
+            if self.overloaded and self.queued < self.low_watermark:
+                self.overloaded = False
+        task = self.tasks.get(task_id)
+        if task is None:
+            log.warning("executor %s: messages for unknown task %s dropped", self.name, task_id)
+            return
+        self._on_messages(task, payload)
+
+    def _on_messages(self, task: Any, messages: list[Any]) -> None:
+        raise RuntimeError("executor subclasses handle messages")
+
+    def _loop(self) -> None:
+        raise RuntimeError("executor subclasses define the loop")
+
+    # ------------------------------------------------------------ outbox
+    def flush(self) -> None:
+        """Hand every partly filled batch to the transfer (and combined acks first)."""
+        self._flush_acks()
+        outbox = self.outbox
+        if outbox:
+            send = self.runtime.transfer.send
+            for dest, messages in list(outbox.items()):
+                try:
+                    send(dest, messages)
+                except Exception:
+                    log.exception("executor %s: transfer to task %d failed; %d messages lost",
+                                  self.name, dest, len(messages))
+            outbox.clear()
+        self._last_flush = time.monotonic()
+
+    def send_full(self, dest: int) -> None:
+        """A destination's batch is full: send it now."""
+        messages = self.outbox.pop(dest)
+        try:
+            self.runtime.transfer.send(dest, messages)
+        except Exception:
+            log.exception("executor %s: transfer to task %d failed; %d messages lost",
+                          self.name, dest, len(messages))
+
+    def _flush_acks(self) -> None:
+        """Bolt executors turn their combined acks into messages here."""
+
+    def _flush_if_due(self, now: float) -> None:
+        if (self.outbox or self._has_acks()) and (now - self._last_flush >= self.flush_secs or self.queue.empty()):
+            self.flush()
+
+    def _has_acks(self) -> bool:
+        return False
+
+    # ------------------------------------------------------------ task lifecycle
+    def report_error(self, task_id: int, text: str) -> None:
+        try:
+            self.runtime.reporter.report_error(self.component_id, task_id, text)
+        except Exception:
+            log.exception("executor %s: reporting an error failed", self.name)
+
+    def _new_component(self, task: TaskBase) -> Component:
+        cls = load_component_class(self.comp_plan.class_name)
+        component = cls()
+        component._attach(task, self.component_id, task.task_id)
+        self.stats.metric_sources.append(component.metrics)
+        return component
+
+    def _start_task(self, task: TaskBase) -> None:
+        """Create and initialize the task's component; a failure schedules a restart."""
+        component = None
+        try:
+            component = self._new_component(task)
+            task.component = component
+            self._bind(task)
+            component.initialize(dict(self.conf), task.context)
+        except Exception as exc:
+            self._crash(task, exc, "initialize")
+            return
+        interval = getattr(component, "timer_interval_secs", None)
+        if interval:
+            self.add_timer(interval, lambda t=task, c=component: self._component_timer(t, c),
+                           f"on_timer:{task.task_id}")
+
+    def _bind(self, task: TaskBase) -> None:
+        """Subclasses cache the component's bound methods on the task."""
+
+    def _component_timer(self, task: TaskBase, component: Component) -> None:
+        if task.component is not component:
+            return  # a crashed instance's timer
+        try:
+            component.on_timer()
+        except Exception as exc:
+            self._crash(task, exc, "on_timer")
+
+    def _crash(self, task: TaskBase, exc: BaseException, where: str) -> None:
+        """User code raised: report, fail what the task held, schedule a re-created instance."""
+        text = "".join(traceback.format_exception(exc))
+        log.error("component %s task %d raised in %s (restart in %.1fs): %s",
+                  self.component_id, task.task_id, where, self._backoff(task), text.rstrip())
+        if not task.was_reported(exc):
+            self.report_error(task.task_id, f"{where}: {text}")
+        component = task.component
+        try:
+            task.on_crash()
+        except Exception:
+            log.exception("executor %s: failing the tuples of task %d failed", self.name, task.task_id)
+        task.component = None
+        if component is not None:
+            metrics = getattr(component, "metrics", None)
+            self.stats.metric_sources = [m for m in self.stats.metric_sources if m is not metrics]
+            try:
+                component.close()
+            except Exception:
+                log.debug("close() of crashed task %d raised", task.task_id, exc_info=True)
+        delay = self._backoff(task)
+        task.restarts += 1
+        task.down_until = time.monotonic() + delay
+        self.timers.append(Timer(delay, lambda: self._restart(task), f"restart:{task.task_id}", time.monotonic()))
+
+    def _backoff(self, task: TaskBase) -> float:
+        return min(self.backoff_secs * (2 ** min(task.restarts, 5)), max(self.backoff_secs, _MAX_BACKOFF_SECS))
+
+    def _restart(self, task: TaskBase) -> None:
+        self.timers = [t for t in self.timers if t.name != f"restart:{task.task_id}"]
+        if self._stop.is_set():
+            return
+        log.info("restarting component %s task %d (restart #%d)", self.component_id, task.task_id, task.restarts)
+        self._start_task(task)
+        if task.component is not None:
+            self._after_restart(task)
+
+    def _after_restart(self, task: TaskBase) -> None:
+        """Subclasses resume work the task missed while it was down."""
+
+    def _shutdown(self) -> None:
+        for task in self.tasks.values():
+            component = task.component
+            if component is None:
+                continue
+            try:
+                component._before_close()
+            except Exception:
+                log.exception("component %s task %d failed while flushing at shutdown",
+                              self.component_id, task.task_id)
+        try:
+            self.flush()
+        except Exception:
+            log.exception("executor %s: final flush failed", self.name)
+        for task in self.tasks.values():
+            component = task.component
+            if component is None:
+                continue
+            try:
+                component.close()
+            except Exception:
+                log.exception("component %s task %d raised in close()", self.component_id, task.task_id)
+        log.debug("executor %s stopped", self.name)

@@ -1,0 +1,192 @@
+"""WorkerRuntime: the executors of one worker process (or of ``stormpy local``).
+
+The runtime builds one executor per ``(task_start, task_end)`` range it is given, routes
+incoming batches to the right executor (``receive``), and exposes what the worker around it
+needs: activation, backpressure state, stats and a clean, draining stop. It owns no sockets:
+outgoing batches go to ``transfer.send(task_id, messages)`` (in-process queues for the local
+runner, ZeroMQ for remote tasks in a cluster worker).
+
+Threads: ``receive`` is called by transport threads and executor threads; everything else
+by the owner (local runner or worker main thread). Executors run on their own threads.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from stormpy.task.bolt_executor import BoltExecutor
+from stormpy.task.executor import Executor
+from stormpy.task.spout_executor import SpoutExecutor
+
+log = logging.getLogger(__name__)
+
+_START_TIMEOUT_SECS = 60.0
+_JOIN_TIMEOUT_SECS = 10.0
+
+
+class LoggingReporter:
+    """Default reporter: errors go to the log and the newest ones are kept per component."""
+
+    def __init__(self, keep: int = 10) -> None:
+        self.keep = keep
+        self.errors: dict[str, list[tuple[float, int, str]]] = {}
+
+    def report_error(self, component_id: str, task_id: int, text: str) -> None:
+        log.error("error in component %s task %d: %s", component_id, task_id, text.rstrip())
+        kept = self.errors.setdefault(component_id, [])
+        kept.append((time.time(), task_id, text))
+        del kept[:-self.keep]
+
+
+class WorkerRuntime:
+    """Executors for a set of task ranges of one topology plan."""
+
+    def __init__(self, plan: Any, executors: Iterable[tuple[int, int]], transfer: Any, reporter: Any = None,
+                 host: str = "localhost", port: int = 0) -> None:
+        self.plan = plan
+        self.transfer = transfer
+        self.reporter = reporter if reporter is not None else LoggingReporter()
+        self.host = host
+        self.port = port
+        ranges = [(int(s), int(e)) for s, e in executors]
+        self.local_tasks: set[int] = {t for s, e in ranges for t in range(s, e + 1)}
+        self.executors: dict[tuple[int, int], Executor] = {}
+        self._by_task: dict[int, Executor] = {}
+        for start, end in ranges:
+            kind = plan.components[plan.task_component[start]].kind
+            executor: Executor = (SpoutExecutor if kind == "spout" else BoltExecutor)(self, start, end)
+            self.executors[(start, end)] = executor
+            for task in range(start, end + 1):
+                self._by_task[task] = executor
+        self._spouts = [e for e in self.executors.values() if isinstance(e, SpoutExecutor)]
+        self._all = list(self.executors.values())
+        self._remote_backpressure = False
+        self._backpressure_enabled = bool(plan.conf.get("topology.backpressure.enable", True))
+        self.active = False
+        self.started = False
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start every executor thread; returns once each has initialized its tasks."""
+        for executor in self._all:
+            executor.start()
+        deadline = time.monotonic() + _START_TIMEOUT_SECS
+        for executor in self._all:
+            if not executor.wait_started(max(0.0, deadline - time.monotonic())):
+                log.warning("executor %s did not finish starting within %.0fs", executor.name, _START_TIMEOUT_SECS)
+        self.started = True
+
+    def set_active(self, active: bool) -> None:
+        """Spouts call ``next_tuple`` only while active (activate/deactivate hooks run)."""
+        self.active = active
+        for spout in self._spouts:
+            spout.set_active(active)
+
+    def stop(self, drain_secs: float = 30.0) -> None:
+        """Deactivate spouts, drain in-flight tuples for up to ``drain_secs``, close, join."""
+        self.set_active(False)
+        drained = self.drain(drain_secs)
+        if not drained:
+            log.warning("stopping with %d tuples still in flight after %.1fs", self.in_flight(), drain_secs)
+        for executor in self._all:
+            executor.stop()
+        for executor in self._all:
+            if not executor.join(_JOIN_TIMEOUT_SECS):
+                log.warning("executor %s did not stop within %.0fs", executor.name, _JOIN_TIMEOUT_SECS)
+        self.started = False
+
+    def drain(self, timeout_secs: float) -> bool:
+        """Wait until no tuple is queued, buffered or pending; batching bolts are asked to flush."""
+        deadline = time.monotonic() + max(0.0, timeout_secs)
+        quiet_rounds = 0
+        last_flush_request = 0.0
+        while True:
+            queued = sum(e.queued + (1 if e.has_outbox() else 0) for e in self._all)
+            pending = sum(s.pending_count() for s in self._spouts)
+            if queued == 0 and pending == 0:
+                quiet_rounds += 1
+                if quiet_rounds >= 2:
+                    return True
+            else:
+                quiet_rounds = 0
+            now = time.monotonic()
+            if queued == 0 and pending and now - last_flush_request > 0.5:
+                last_flush_request = now
+                for executor in self._all:
+                    executor.call_soon(lambda ex=executor: self._flush_components(ex))
+            if now >= deadline:
+                return False
+            time.sleep(0.05)
+
+    @staticmethod
+    def _flush_components(executor: Executor) -> None:
+        for task in executor.tasks.values():
+            component = task.component
+            if component is None:
+                continue
+            try:
+                component._before_close()
+            except Exception as exc:
+                executor._crash(task, exc, "flush")
+
+    # ------------------------------------------------------------ transport
+    def receive(self, task_id: int, messages: list[Any]) -> None:
+        """Deliver a batch for one local task (called by the transfer and transports)."""
+        executor = self._by_task.get(task_id)
+        if executor is None:
+            log.warning("runtime: %d messages for task %s, which is not here, dropped", len(messages), task_id)
+            return
+        executor.enqueue(task_id, messages)
+
+    # ------------------------------------------------------------ backpressure
+    def is_overloaded(self) -> bool:
+        """True while any local receiver (or, as told, a remote one) is over its high watermark."""
+        if not self._backpressure_enabled:
+            return False
+        if self._remote_backpressure:
+            return True
+        for executor in self._all:
+            if executor.overloaded:
+                return True
+        return False
+
+    def set_remote_backpressure(self, overloaded: bool) -> None:
+        """The worker's transport reports that a remote receiver is (no longer) overloaded."""
+        self._remote_backpressure = overloaded
+
+    # ------------------------------------------------------------ stats
+    def in_flight(self) -> int:
+        return sum(e.in_flight() for e in self._all)
+
+    def stats(self) -> dict[tuple[int, int], dict[str, Any]]:
+        """Per executor: component, kind and all-time counters/latencies/metrics."""
+        out = {}
+        for key, executor in self.executors.items():
+            entry = executor.stats.to_dict()
+            entry["component"] = executor.component_id
+            out[key] = entry
+        return out
+
+    def thrift_stats(self) -> dict[Any, Any]:
+        """``{ExecutorInfo: storm.ExecutorStats}`` for a ClusterWorkerHeartbeat."""
+        from stormpy.thrift import storm
+
+        return {storm.ExecutorInfo(task_start=s, task_end=e): ex.stats.to_thrift()
+                for (s, e), ex in self.executors.items()}
+
+    def totals(self) -> dict[str, int]:
+        """Sums for progress lines: spout emitted/acked/failed, bolt executed, errors."""
+        out = {"emitted": 0, "acked": 0, "failed": 0, "executed": 0}
+        for executor in self._all:
+            if executor.component_id.startswith("__"):
+                continue
+            counts = executor.stats.totals()
+            if executor.kind == "spout":
+                out["emitted"] += counts["emitted"]
+                out["acked"] += counts["acked"]
+                out["failed"] += counts["failed"]
+            else:
+                out["executed"] += counts["executed"]
+        return out

@@ -1,0 +1,93 @@
+"""The Tuple a bolt receives, and the per-stream value classes that name its fields.
+
+Compatible with pystorm's ``Tuple(id, component, stream, task, values)``: ``tup.values`` is
+a namedtuple of the stream's declared fields, so ``tup.values[0]`` and ``tup.values.word``
+both work. Executors build one Tuple per received message on their own thread; the extra
+slots carry the acking state (the tuple's anchors and the XOR of the edges emitted from it)
+so that acking needs no lookup anywhere else.
+"""
+from __future__ import annotations
+
+import keyword
+import logging
+import re
+from collections import namedtuple
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_IDENTIFIER_RE = re.compile(r"\W|^(?=\d)")
+_VALUES_CLASSES: dict[tuple[str, str, tuple[str, ...]], type] = {}
+
+
+def values_class(component: str, stream: str, fields: tuple[str, ...] | list[str]) -> type:
+    """A namedtuple class for one (component, stream)'s fields, cached per process.
+
+    Field names that are not identifiers (``"user-id"``) are rewritten the way pystorm does
+    (non-word characters become ``_``), so attribute access still works for them.
+    """
+    key = (component, stream, tuple(fields))
+    cls = _VALUES_CLASSES.get(key)
+    if cls is None:
+        names = []
+        for name in fields:
+            ident = _IDENTIFIER_RE.sub("_", name) or "_"
+            if keyword.iskeyword(ident):
+                ident += "_"
+            names.append(ident)
+        type_name = _IDENTIFIER_RE.sub("_", f"{component}_{stream}_values")
+        cls = namedtuple(type_name, names, rename=True)
+        _VALUES_CLASSES[key] = cls
+    return cls
+
+
+class Tuple:
+    """One tuple delivered to a bolt: ``id, component, stream, task, values``.
+
+    ``id`` is the tuple's edge id in its first tuple tree (None for unanchored tuples), which
+    is unique enough for logging and de-duplication in user code.
+    """
+
+    __slots__ = ("component", "stream", "task", "values", "_id", "_anchors", "_ack_val",
+                 "_recv", "_done", "_skey")
+
+    def __init__(self, id: Any, component: str, stream: str, task: int, values: Any,
+                 anchors: dict[int, int] | None = None, recv: float = 0.0,
+                 skey: tuple[str, str] | None = None) -> None:
+        self._id = id
+        self.component = component
+        self.stream = stream
+        self.task = task
+        self.values = values
+        self._anchors = anchors
+        self._ack_val = 0
+        self._recv = recv
+        self._done = False
+        self._skey = skey
+
+    @property
+    def id(self) -> Any:
+        if self._id is None and self._anchors:
+            self._id = next(iter(self._anchors.values()))
+        return self._id
+
+    @property
+    def is_tick(self) -> bool:
+        return self.stream == "__tick"
+
+    @property
+    def is_heartbeat(self) -> bool:
+        return self.stream == "__heartbeat"
+
+    def __repr__(self) -> str:
+        return (f"Tuple(id={self.id!r}, component={self.component!r}, stream={self.stream!r}, "
+                f"task={self.task!r}, values={self.values!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Tuple):
+            return NotImplemented
+        return (self.id, self.component, self.stream, self.task, tuple(self.values)) == (
+            other.id, other.component, other.stream, other.task, tuple(other.values))
+
+    def __hash__(self) -> int:
+        return id(self)
