@@ -1,0 +1,223 @@
+"""Cluster word-count benchmark (issue 4): a real cluster against a raw ZeroMQ pipe, same run.
+
+    python benchmarks/cluster_wordcount.py [--duration 60] [--latency-duration 20]
+
+1. Raw pipe: two processes, pyzmq PUSH/PULL, the same message tuples the workers send
+   (``(stream, src_task, [word], {root: edge})``) as msgpack lists of 100 per frame.
+2. Throughput: ZooKeeper + ``stormpy nimbus`` + one ``stormpy supervisor`` (2 ports) as real
+   processes; ``bench_topology.py`` (sentence spout -> split -> count, acking on) on 2 workers,
+   as fast as ``topology.max.spout.pending`` lets it. Counted words/s over ``--duration``
+   after a warm-up, worker RSS sampled every 5 s.
+3. Latency: the same topology offered half the measured rate; p50/p99 complete latency from
+   the spouts' histograms over ``--latency-duration``.
+
+Prints one block of figures and the ratio counted words/s : raw pipe tuples/s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import psutil
+import zmq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from stormpy.testing import DaemonProcess, ZooKeeperServer, free_port, wait_until  # noqa: E402
+
+TOPOLOGY = Path(__file__).resolve().parent / "bench_topology.py"
+MESSAGE = ("default", 7, ["zookeeper"], {1234567890123: 9876543210987})
+
+
+# ---------------------------------------------------------------- raw pipe
+
+def _raw_receiver(port: int, ready: Any, result: Any) -> None:
+    ctx = zmq.Context()
+    pull = ctx.socket(zmq.PULL)
+    pull.bind(f"tcp://127.0.0.1:{port}")
+    ready.set()
+    count = 0
+    first = None
+    while True:
+        frame = pull.recv()
+        if frame == b"":
+            break
+        if first is None:
+            first = time.perf_counter()
+        for _stream, _src, _values, _anchors in msgpack.unpackb(frame, strict_map_key=False):
+            count += 1
+    result.put((count, time.perf_counter() - (first or time.perf_counter())))
+    pull.close()
+    ctx.term()
+
+
+def raw_pipe(total: int = 2_000_000, per_frame: int = 100) -> float:
+    """Tuples/s through a two-process PUSH/PULL pipe, ``per_frame`` tuples per msgpack frame."""
+    port = free_port()
+    ready, result = mp.Event(), mp.Queue()
+    receiver = mp.Process(target=_raw_receiver, args=(port, ready, result), daemon=True)
+    receiver.start()
+    ready.wait(10)
+    ctx = zmq.Context()
+    push = ctx.socket(zmq.PUSH)
+    push.setsockopt(zmq.SNDHWM, 1000)
+    push.connect(f"tcp://127.0.0.1:{port}")
+    packer = msgpack.Packer()
+    batch = [MESSAGE] * per_frame
+    for _ in range(total // per_frame):
+        push.send(packer.pack(batch))
+    push.send(b"")
+    count, secs = result.get(timeout=120)
+    receiver.join(10)
+    push.close()
+    ctx.term()
+    return count / secs
+
+
+# ---------------------------------------------------------------- cluster
+
+class BenchCluster:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.zk = ZooKeeperServer(base / "zk", tick_time_ms=1000)
+        self.procs: list[DaemonProcess] = []
+        self.conf: dict[str, Any] = {}
+
+    def start(self) -> None:
+        self.zk.start(timeout=90)
+        self.conf = {**self.zk.client_conf("/bench"), "nimbus.seeds": ["127.0.0.1"],
+                     "nimbus.thrift.port": free_port(), "storm.local.hostname": "127.0.0.1",
+                     "storm.local.dir": str(self.base / "nimbus"), "storm.log.dir": str(self.base / "logs"),
+                     "nimbus.monitor.freq.secs": 2, "supervisor.monitor.frequency.secs": 1,
+                     "supervisor.sync.freq.secs": 2, "task.refresh.poll.secs": 2}
+        nimbus = DaemonProcess(["nimbus"], self.conf, self.base / "logs", name="nimbus")
+        self.procs.append(nimbus.start())
+        nimbus.wait_for_port(self.conf["nimbus.thrift.port"], timeout=60)
+        sup_conf = {**self.conf, "storm.local.dir": str(self.base / "supervisor"),
+                    "supervisor.slots.ports": [free_port(), free_port()]}
+        self.procs.append(DaemonProcess(["supervisor"], sup_conf, self.base / "logs", name="supervisor").start())
+
+    def cli(self, *args: str) -> None:
+        conf_file = self.base / "client.yaml"
+        conf_file.write_text(json.dumps(self.conf))
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        subprocess.run([sys.executable, "-m", "stormpy.cli", *args, "--config", str(conf_file)], check=True,
+                       env=env, capture_output=True, text=True, timeout=120)
+
+    def workers(self) -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            cmd = proc.info["cmdline"] or []
+            if "stormpy.worker" in cmd and any(str(self.base) in part for part in cmd):
+                found.append(proc)
+        return found
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop(reason="benchmark finished")
+        for proc in self.workers():
+            proc.kill()
+        self.zk.stop(reason="benchmark finished")
+
+
+def read_outputs(out: Path) -> tuple[int, int, dict[int, int]]:
+    counted = 0
+    acked = 0
+    hist: dict[int, int] = {}
+    for path in out.glob("count-*.json"):
+        try:
+            counted += json.loads(path.read_text())["counted"]
+        except (OSError, ValueError, KeyError):
+            pass
+    for path in out.glob("spout-*.json"):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        acked += data["acked"]
+        for bucket, n in data["hist_half_ms"].items():
+            hist[int(bucket)] = hist.get(int(bucket), 0) + n
+    return counted, acked, hist
+
+
+def percentile(hist: dict[int, int], q: float) -> float:
+    total = sum(hist.values())
+    if total <= 0:
+        return float("nan")
+    target, seen = q * total, 0
+    for bucket in sorted(hist):
+        seen += hist[bucket]
+        if seen >= target:
+            return (bucket + 1) / 2.0
+    return max(hist) / 2.0
+
+
+def run_phase(cluster: BenchCluster, name: str, rate: float, warmup: float, duration: float) -> dict[str, Any]:
+    out = cluster.base / f"out-{name}"
+    out.mkdir()
+    cluster.cli("submit", str(TOPOLOGY), "--name", name, "--workers", "2", "-c", f"bench.out.dir={out}",
+                "-c", f"bench.rate={rate}")
+    wait_until(lambda: read_outputs(out)[0] > 0, 180, f"{name}: first counted words")
+    time.sleep(warmup)
+    c0, a0, h0 = read_outputs(out)
+    t0 = time.time()
+    rss: list[float] = []
+    while time.time() - t0 < duration:
+        time.sleep(min(5.0, max(0.1, duration - (time.time() - t0))))
+        rss.append(sum(p.memory_info().rss for p in cluster.workers()) / 2**20 / max(1, len(cluster.workers())))
+    c1, a1, h1 = read_outputs(out)
+    elapsed = time.time() - t0
+    window = {b: h1.get(b, 0) - h0.get(b, 0) for b in h1}
+    cluster.cli("kill", name, "-w", "0")
+    wait_until(lambda: not cluster.workers(), 120, f"{name}: workers gone after kill")
+    return {"words_per_sec": (c1 - c0) / elapsed, "acked_per_sec": (a1 - a0) / elapsed,
+            "p50_ms": percentile(window, 0.50), "p99_ms": percentile(window, 0.99),
+            "rss_mb": rss, "workers": 2}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--latency-duration", type=float, default=20.0)
+    parser.add_argument("--raw-tuples", type=int, default=2_000_000)
+    args = parser.parse_args()
+
+    raw = raw_pipe(args.raw_tuples)
+    print(f"raw pipe (2 processes, msgpack lists of 100 per frame): {raw:,.0f} tuples/s", flush=True)
+    base = Path(tempfile.mkdtemp(prefix="stormpy-bench-"))
+    cluster = BenchCluster(base)
+    try:
+        cluster.start()
+        full = run_phase(cluster, "bench-max", 0, args.warmup, args.duration)
+        sentences_per_sec = full["acked_per_sec"]
+        half_rate_per_spout = sentences_per_sec / 2 / 2        # 2 spout tasks
+        half = run_phase(cluster, "bench-half", half_rate_per_spout, args.warmup, args.latency_duration)
+    finally:
+        cluster.stop()
+    rss = full["rss_mb"]
+    print(f"cluster word count, acking on, 1 supervisor, 2 workers, {args.duration:.0f} s:")
+    print(f"  counted words/s          {full['words_per_sec']:,.0f}")
+    print(f"  acked sentences/s        {full['acked_per_sec']:,.0f}")
+    print(f"  complete latency p50/p99 {full['p50_ms']:.1f} / {full['p99_ms']:.1f} ms (at max rate)")
+    print(f"  at half rate ({half['words_per_sec']:,.0f} words/s): p50/p99 {half['p50_ms']:.1f} / "
+          f"{half['p99_ms']:.1f} ms")
+    print(f"  worker RSS (mean per worker, every 5 s) MB: {' '.join(f'{r:.0f}' for r in rss)}")
+    print(f"  ratio counted words/s : raw pipe tuples/s = {full['words_per_sec'] / raw:.1%}")
+    shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
