@@ -1,0 +1,232 @@
+"""Benchmark: rows/s through SparkSinkBolt into Parquet vs writing the same rows directly (issue 5).
+
+    python benchmarks/spark_sink.py                       # batch sizes 10k and 50k, local[2]
+    python benchmarks/spark_sink.py --rows 500000 --rounds 3 --batch-sizes 10000,50000
+
+One SparkSession serves every method, so all of them run warm and in the same conditions;
+methods alternate within each round and the median round is reported, because this machine's
+two cores are shared. For each batch size, the same pre-built rows go to Parquet as:
+
+- ``direct-arrow``: what a careful PySpark user writes by hand: rows -> pyarrow Table ->
+  ``spark.createDataFrame`` -> ``df.write.parquet`` (append), one DataFrame per batch;
+- ``direct-rows``: the plain way, ``spark.createDataFrame(list_of_rows, schema)``;
+- ``sink``: the rows as Tuples (namedtuple values, as executors deliver them) through
+  ``SparkSinkBolt.process`` -> batching -> Arrow -> ``handle_batch`` -> Parquet, with every
+  tuple acked after its batch's write returned. This is the sink's whole cost; tuple transport
+  and the acker are the engine's and are measured by its own benchmarks;
+- ``topology`` (with ``--topology``): a spout emitting the rows through ``stormpy local``'s
+  runtime into the sink, acked end to end: the rate a user sees, engine included.
+
+The ratio printed is sink / best direct method. Issue 5's target: ratio >= 0.8 and >= 100,000
+rows/s at 50k-row batches.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from stormpy.spark.session import acquire_session, release_session  # noqa: E402
+from stormpy.spark.sink import SparkSinkBolt  # noqa: E402
+from stormpy.task.tuple import Tuple, values_class  # noqa: E402
+
+log = logging.getLogger("benchmarks.spark_sink")
+
+FIELDS = ("word", "count", "ts")
+SCHEMA_DDL = "word STRING, count BIGINT, ts DOUBLE"
+
+
+def make_rows(n: int) -> list[list[Any]]:
+    """Word-count-like rows: a string, an int and a float per row."""
+    return [[f"word{i % 5000}", i % 97, 1.7e9 + i * 0.001] for i in range(n)]
+
+
+def chunks(rows: list[Any], size: int) -> list[list[Any]]:
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
+# ---------------------------------------------------------------- direct methods
+
+def direct_arrow(spark: Any, rows: list[list[Any]], batch: int, out: Path) -> list[float]:
+    """Rows -> pyarrow Table -> DataFrame -> Parquet, per batch; returns seconds per batch."""
+    times = []
+    for chunk in chunks(rows, batch):
+        started = time.perf_counter()
+        columns = list(zip(*chunk))
+        table = pa.Table.from_arrays([pa.array(c) for c in columns], names=list(FIELDS))
+        spark.createDataFrame(table).write.mode("append").parquet(str(out))
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def direct_rows(spark: Any, rows: list[list[Any]], batch: int, out: Path) -> list[float]:
+    """``createDataFrame(list_of_rows, schema)`` -> Parquet, per batch."""
+    times = []
+    for chunk in chunks(rows, batch):
+        started = time.perf_counter()
+        spark.createDataFrame(chunk, SCHEMA_DDL).write.mode("append").parquet(str(out))
+        times.append(time.perf_counter() - started)
+    return times
+
+
+# ---------------------------------------------------------------- through the sink bolt
+
+class BenchTask:
+    """What an executor attaches to a bolt: the calls the sink makes back (ack/fail/errors)."""
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self.failed = 0
+        self.errors: list[str] = []
+
+    def ack(self, tup: Tuple) -> None:
+        tup._done = True
+        self.acked += 1
+
+    def fail(self, tup: Tuple) -> None:
+        tup._done = True
+        self.failed += 1
+
+    def report_error(self, text: str) -> None:
+        self.errors.append(text)
+
+    def emit(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the sink emits nothing")
+
+
+class BenchContext:
+    """The parts of a TopologyContext the sink reads."""
+
+    task_id = 1
+    component_id = "sink"
+
+    def get_sources(self) -> dict[tuple[str, str], Any]:
+        return {("rows", "default"): None}
+
+    def get_output_fields(self, stream: str = "default", component_id: str | None = None) -> tuple[str, ...]:
+        return FIELDS
+
+
+def make_tuples(rows: list[list[Any]]) -> list[Tuple]:
+    cls = values_class("rows", "default", FIELDS)
+    return [Tuple(None, "rows", "default", 1, cls(*row), None, 0.0, ("rows", "default")) for row in rows]
+
+
+def through_sink(conf: dict[str, Any], tuples: list[Tuple], batch: int, out: Path) -> list[float]:
+    """Every tuple through ``SparkSinkBolt.process``; returns seconds per batch (wall / batches)."""
+    for tup in tuples:
+        tup._done = False
+    task = BenchTask()
+    bolt = SparkSinkBolt()
+    bolt._attach(task, "sink", 1)
+    bolt.initialize({**conf, "spark.sink.batch.size": batch, "spark.sink.path": str(out),
+                     "spark.sink.batch.secs": 30}, BenchContext())
+    started = time.perf_counter()
+    process = bolt.process
+    for tup in tuples:
+        process(tup)
+    bolt.flush_batches()
+    elapsed = time.perf_counter() - started
+    bolt.close()
+    if task.acked != len(tuples) or task.failed or task.errors:
+        raise RuntimeError(f"sink acked {task.acked} of {len(tuples)}, failed {task.failed}: {task.errors[:1]}")
+    batches = max(1, bolt.metrics.get("batches", 1))
+    return [elapsed / batches] * int(batches)
+
+
+# ---------------------------------------------------------------- reporting
+
+def rate(rows: int, times: list[float]) -> float:
+    return rows / sum(times) if times else 0.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def measure(name: str, fn: Callable[[Path], list[float]], rows: int, workdir: Path, results: dict[str, list[Any]],
+            spark: Any) -> None:
+    out = workdir / name
+    shutil.rmtree(out, ignore_errors=True)
+    times = fn(out)
+    written = spark.read.parquet(str(out)).count()
+    if written != rows:
+        raise RuntimeError(f"{name} wrote {written} rows, expected {rows}")
+    shutil.rmtree(out, ignore_errors=True)
+    results.setdefault(name, []).append((rate(rows, times), times))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=300_000, help="rows per measurement")
+    parser.add_argument("--batch-sizes", default="10000,50000")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    conf = {"spark.master": args.master, "spark.ui.enabled": False, "spark.sql.shuffle.partitions": 2,
+            "topology.message.timeout.secs": 60}
+    workdir = Path(tempfile.mkdtemp(prefix="stormpy-bench-spark-"))
+    spark = acquire_session(conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        rows = make_rows(args.rows)
+        tuples = make_tuples(rows)
+        print(f"warming up ({args.master}) ...", flush=True)
+        for _ in range(2):
+            measure("warmup-arrow", lambda out: direct_arrow(spark, rows[:100_000], 10_000, out), 100_000,
+                    workdir, {}, spark)
+            measure("warmup-sink", lambda out: through_sink(conf, tuples[:100_000], 10_000, out), 100_000,
+                    workdir, {}, spark)
+        report: list[tuple[int, dict[str, list[Any]]]] = []
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            results: dict[str, list[Any]] = {}
+            for round_no in range(args.rounds):
+                measure("direct-arrow", lambda out: direct_arrow(spark, rows, batch, out), len(rows), workdir,
+                        results, spark)
+                measure("sink", lambda out: through_sink(conf, tuples, batch, out), len(rows), workdir, results, spark)
+                measure("direct-rows", lambda out: direct_rows(spark, rows, batch, out), len(rows), workdir,
+                        results, spark)
+                print(f"  batch {batch}: round {round_no + 1}/{args.rounds} done", flush=True)
+            report.append((batch, results))
+        print_report(report, len(rows), args)
+    finally:
+        release_session("benchmark finished")
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+def print_report(report: list[tuple[int, dict[str, list[Any]]]], rows: int, args: argparse.Namespace) -> None:
+    print()
+    print(f"Spark sink benchmark: {rows} rows per run, {args.rounds} rounds (median), master {args.master}")
+    print(f"{'batch':>7} {'method':<13} {'rows/s':>10} {'s/batch p50':>12} {'p95':>7}")
+    for batch, results in report:
+        medians: dict[str, float] = {}
+        for name, runs in results.items():
+            rates = [r for r, _ in runs]
+            medians[name] = statistics.median(rates)
+            all_times = [t for _, times in runs for t in times]
+            print(f"{batch:>7} {name:<13} {medians[name]:>10,.0f} {percentile(all_times, 0.5):>12.3f} "
+                  f"{percentile(all_times, 0.95):>7.3f}")
+        best = max(medians.get("direct-arrow", 0.0), medians.get("direct-rows", 0.0))
+        ratio = medians["sink"] / best if best else 0.0
+        print(f"{batch:>7} sink / best direct = {ratio:.2f}x")
+    print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
