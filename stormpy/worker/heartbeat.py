@@ -76,13 +76,18 @@ def local_heartbeat(topology_id: str, executors: Iterable[Executor], port: int) 
                                    executors=executor_infos(executors), port=port, pid=os.getpid())
 
 
-def cluster_heartbeat(topology_id: str, stats: Mapping[Executor, Any], started_at: float) -> Any:
-    """``ClusterWorkerHeartbeat`` with one ``ExecutorStats`` per executor (``stats`` already thrift)."""
+def cluster_heartbeat(topology_id: str, stats: Mapping[Any, Any], started_at: float) -> Any:
+    """``ClusterWorkerHeartbeat`` with one ``storm.ExecutorStats`` per executor.
+
+    ``stats`` is keyed by ``storm.ExecutorInfo`` (``WorkerRuntime.thrift_stats()``) or by
+    ``(task_start, task_end)``.
+    """
     now = time.time()
-    return storm.ClusterWorkerHeartbeat(
-        storm_id=topology_id,
-        executor_stats={storm.ExecutorInfo(task_start=s, task_end=e): st for (s, e), st in stats.items()},
-        time_secs=int(now), uptime_secs=int(now - started_at))
+    executor_stats = {key if isinstance(key, storm.ExecutorInfo) else
+                      storm.ExecutorInfo(task_start=key[0], task_end=key[1]): value
+                      for key, value in stats.items()}
+    return storm.ClusterWorkerHeartbeat(storm_id=topology_id, executor_stats=executor_stats,
+                                        time_secs=int(now), uptime_secs=int(now - started_at))
 
 
 class ErrorReporter:

@@ -88,7 +88,7 @@ class ZmqTransfer:
                  backpressure_refresh_secs: float = 1.0, backpressure_expire_secs: float = 4.0,
                  check_interval_secs: float = 0.005,
                  report_error: Callable[[int, str], None] | None = None,
-                 default: Callable[[Any], Any] | None = None) -> None:
+                 serialization: Any = None) -> None:
         self.host = host
         self.port = port
         self.me: Address = (host, port)
@@ -101,7 +101,8 @@ class ZmqTransfer:
         self._check_interval = check_interval_secs
         self._max_drain = 1000
         self._report_error = report_error
-        self._default = default
+        # stormpy.serialization.Serialization (topology.serializers) or None for plain msgpack
+        self._serialization = serialization
         self._ctx = zmq.Context()
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._routes = _Routes({})
@@ -180,7 +181,8 @@ class ZmqTransfer:
     # ------------------------------------------------------------ send thread
 
     def _send_loop(self) -> None:
-        packer = msgpack.Packer(default=self._default, autoreset=True)
+        packer = (self._serialization.packer() if self._serialization is not None
+                  else msgpack.Packer(use_bin_type=True))
         next_check = 0.0
         stopping = False
         while True:
@@ -322,7 +324,7 @@ class ZmqTransfer:
 
     def _check_backpressure(self, packer: msgpack.Packer, now: float) -> None:
         runtime = self._runtime
-        overloaded = bool(runtime.is_overloaded()) if runtime is not None else False
+        overloaded = _locally_overloaded(runtime) if runtime is not None else False
         due = overloaded and now - self._bp_sent_at >= self._bp_refresh
         if overloaded != self._bp_sent_state or due:
             frame = packer.pack([[CONTROL_TASK, [[BACKPRESSURE, self.host, self.port, overloaded]]]])
@@ -380,7 +382,10 @@ class ZmqTransfer:
         pull.close(linger=0)
 
     def _deliver(self, frame: bytes, control: dict[str, Callable[..., None]]) -> None:
-        envelopes = msgpack.unpackb(frame, strict_map_key=False, raw=False)
+        if self._serialization is not None:
+            envelopes = self._serialization.unpackb(frame)
+        else:
+            envelopes = msgpack.unpackb(frame, strict_map_key=False, raw=False)
         if not isinstance(envelopes, list):
             raise ValueError(f"frame is a {type(envelopes).__name__}, not a list of envelopes")
         runtime = self._runtime
@@ -408,6 +413,23 @@ class ZmqTransfer:
         if n <= 10 or n % 1000 == 0:
             log.warning("transfer: dropped a malformed frame of %d bytes (%s; %d so far)",
                         len(frame), exc, n)
+
+
+def _locally_overloaded(runtime: Receiver) -> bool:
+    """Whether this worker's own receive queues are over their high watermark.
+
+    ``WorkerRuntime.is_overloaded()`` also answers True while a *remote* worker signalled
+    backpressure; telling peers that would echo the signal back and forth and latch every
+    spout off. So ask the executors (``runtime.executors[...].overloaded``) when the runtime
+    has them, and fall back to ``is_overloaded()`` for simpler receivers.
+    """
+    executors = getattr(runtime, "executors", None)
+    if isinstance(executors, dict):
+        plan = getattr(runtime, "plan", None)
+        if plan is not None and not plan.conf.get("topology.backpressure.enable", True):
+            return False
+        return any(getattr(e, "overloaded", False) for e in executors.values())
+    return bool(runtime.is_overloaded())
 
 
 class _Stop:

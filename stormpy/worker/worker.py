@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from stormpy import config as C
+from stormpy.serialization import from_conf
 from stormpy.supervisor import localstate
 from stormpy.thrift import storm
 from stormpy.worker.heartbeat import ErrorReporter, Heart, cluster_heartbeat, local_heartbeat
@@ -62,19 +63,6 @@ def task_routes(assignment: Any) -> dict[int, tuple[str, int]]:
         for task in range(executor.task_start, executor.task_end + 1):
             routes[task] = (host, port)
     return routes
-
-
-def stats_to_thrift(plan: Any, stats: Mapping[Executor, Any]) -> dict[Executor, Any]:
-    """The runtime's per-executor stats as ``storm.ExecutorStats`` (the engine's converter)."""
-    from stormpy.task import stats as task_stats
-
-    converted = {}
-    for executor, value in stats.items():
-        try:
-            converted[executor] = task_stats.to_thrift(value) if not isinstance(value, storm.ExecutorStats) else value
-        except Exception as exc:  # noqa: BLE001 - a stats bug must not stop heartbeats
-            log.warning("cannot convert stats of executor %s: %s", executor, exc)
-    return converted
 
 
 class Worker:
@@ -122,11 +110,11 @@ class Worker:
         self.plan = self._load_plan()
         self.reporter = ErrorReporter(self._write_error, self.host, self.port).start()
         self.transfer = ZmqTransfer(self.host, self.port, report_error=self._transfer_error,
-                                    default=self._serializer_default())
+                                    serialization=from_conf(self.plan.conf))
         self.transfer.bind()
         self._routes = task_routes(assignment)
         self.transfer.update_routes(self._routes)
-        from stormpy.task import WorkerRuntime
+        from stormpy.task.runtime import WorkerRuntime
 
         self.runtime = WorkerRuntime(self.plan, executors=self.executors, transfer=self.transfer,
                                      reporter=self.reporter, host=self.host, port=self.port)
@@ -154,7 +142,7 @@ class Worker:
         sink = self.state.heartbeat_sink()
 
         def beat() -> None:
-            stats = stats_to_thrift(self.plan, self.runtime.stats())
+            stats = self.runtime.thrift_stats()
             sink.send(self.topology_id, self.supervisor_id, self.port,
                       cluster_heartbeat(self.topology_id, stats, self.started_at))
 
@@ -178,21 +166,6 @@ class Worker:
         base = self.state.storm_base(self.topology_id)
         overrides = dict(base.component_executors or {}) if base is not None else None
         return load_plan(topology_bytes, conf_json, self.topology_id, overrides or None)
-
-    def _serializer_default(self) -> Any:
-        """msgpack ``default`` for registered serializers (topology.serializers), if the engine has one."""
-        try:
-            serialization = importlib.import_module("stormpy.serialization")
-        except ImportError:
-            return None
-        factory = getattr(serialization, "msgpack_default", None)
-        if factory is None:
-            return None
-        try:
-            return factory(self.plan.conf)
-        except Exception as exc:  # noqa: BLE001 - fall back to plain msgpack, say why
-            log.warning("topology.serializers not usable: %s", exc)
-            return None
 
     # ------------------------------------------------------------ errors
 
