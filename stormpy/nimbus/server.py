@@ -1,0 +1,308 @@
+"""Nimbus's Thrift side: the ``Nimbus`` service handler and a hardened framed-binary server.
+
+``NimbusHandler`` maps each RPC of ``service Nimbus`` (idl/storm.thrift) onto ``core.Nimbus``
+and builds the summaries (getClusterInfo, getTopologyInfo). ``ThriftServer`` speaks framed
+binary Thrift, like Storm's clients expect, but does not trust its peers:
+- a frame header larger than ``nimbus.thrift.max_buffer_size`` (or < 1) closes the
+  connection before a byte of the frame is buffered, so a 2 GiB length costs nothing;
+- frames are decoded from memory by the pure-Python binary protocol, so bogus string or
+  container lengths inside a frame cannot allocate more than the frame itself;
+- any error in a connection ends that connection only (logged at debug), and the number of
+  concurrent connections is capped; idle connections time out.
+Threads: one accept thread ("nimbus-thrift"), one thread per connection.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+from io import BytesIO
+from typing import Any
+
+from thriftpy2.protocol.binary import TBinaryProtocol  # pure Python: reads from our bounded frame
+from thriftpy2.thrift import TApplicationException, TProcessor
+from thriftpy2.transport import TTransportException
+
+from stormpy.nimbus import transitions as tr
+from stormpy.nimbus.core import Nimbus, not_alive
+from stormpy.thrift import storm
+
+log = logging.getLogger(__name__)
+
+VERSION = "stormpy-0.1.0"
+MAX_CONNECTIONS = 128
+IDLE_TIMEOUT_SECS = 300.0
+
+
+class NimbusHandler:
+    """Implements ``service Nimbus``; called on connection threads."""
+
+    def __init__(self, nimbus: Nimbus, host_port: str) -> None:
+        self.nimbus = nimbus
+        self.files = nimbus.files
+        self.host_port = host_port
+
+    # ------------------------------------------------------------ topology lifecycle
+    def submitTopology(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any) -> None:
+        self.nimbus.submit(name, uploadedJarLocation, jsonConf, topology)
+
+    def submitTopologyWithOpts(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any,
+                               options: Any) -> None:
+        status = options.initial_status if options is not None else storm.TopologyInitialStatus.ACTIVE
+        self.nimbus.submit(name, uploadedJarLocation, jsonConf, topology, status)
+
+    def killTopology(self, name: str) -> None:
+        self.nimbus.kill(name, None)
+
+    def killTopologyWithOpts(self, name: str, options: Any) -> None:
+        self.nimbus.kill(name, options.wait_secs if options is not None else None)
+
+    def activate(self, name: str) -> None:
+        self.nimbus.user_action(name, tr.Event.ACTIVATE)
+
+    def deactivate(self, name: str) -> None:
+        self.nimbus.user_action(name, tr.Event.DEACTIVATE)
+
+    def rebalance(self, name: str, options: Any) -> None:
+        self.nimbus.rebalance(name, options or storm.RebalanceOptions())
+
+    # ------------------------------------------------------------ files
+    def beginFileUpload(self) -> str:
+        return self.files.begin_upload()
+
+    def uploadChunk(self, location: str, chunk: bytes) -> None:
+        self.files.upload_chunk(location, chunk if isinstance(chunk, bytes) else bytes(chunk or b""))
+
+    def finishFileUpload(self, location: str) -> None:
+        self.files.finish_upload(location)
+
+    def beginFileDownload(self, file: str) -> str:
+        return self.files.begin_download(file)
+
+    def downloadChunk(self, id: str) -> bytes:  # noqa: A002 - the IDL's parameter name
+        return self.files.download_chunk(id)
+
+    # ------------------------------------------------------------ reads
+    def getNimbusConf(self) -> str:
+        return self.nimbus.conf.to_json()
+
+    def getTopologyConf(self, id: str) -> str:  # noqa: A002
+        topology_id = self._existing_id(id)
+        conf = self.files.read_conf_json(topology_id)
+        if conf is None:
+            raise not_alive(id)
+        return conf
+
+    def getTopology(self, id: str) -> Any:  # noqa: A002
+        return self.nimbus.topology_code(self._existing_id(id))[0]
+
+    def getUserTopology(self, id: str) -> Any:  # noqa: A002
+        return self.nimbus.topology_code(self._existing_id(id))[0]
+
+    def _existing_id(self, id_or_name: str) -> str:
+        topology_id = self.nimbus.find_id(id_or_name)
+        if topology_id is None:
+            raise not_alive(id_or_name)
+        return topology_id
+
+    def getClusterInfo(self) -> Any:
+        state, now = self.nimbus.state, self.nimbus.now_secs()
+        assignments = state.assignments()
+        used: dict[str, set[int]] = {}
+        for assignment in assignments.values():
+            for node_info in (assignment.executor_node_port or {}).values():
+                used.setdefault(node_info.node, set()).update(int(p) for p in node_info.port)
+        supervisors = [
+            storm.SupervisorSummary(host=info.hostname, uptime_secs=int(info.uptime_secs or 0),
+                                    num_workers=len(info.meta or []), num_used_workers=len(used.get(sid, ())),
+                                    supervisor_id=sid)
+            for sid, info in sorted(state.supervisors().items())]
+        topologies = []
+        for topology_id, base in sorted(state.storm_bases().items()):
+            assignment = assignments.get(topology_id)
+            topologies.append(self._topology_summary(topology_id, base, assignment, now))
+        nimbuses = [storm.NimbusSummary(host=hp.rpartition(":")[0], port=int(hp.rpartition(":")[2] or 0),
+                                        uptime_secs=now - self.nimbus.started_secs if hp == self.host_port
+                                        else info.uptime_secs, isLeader=info.isLeader, version=info.version)
+                    for hp, info in sorted(state.nimbuses().items())]
+        return storm.ClusterSummary(supervisors=supervisors, nimbus_uptime_secs=now - self.nimbus.started_secs,
+                                    topologies=topologies, nimbuses=nimbuses)
+
+    def _topology_summary(self, topology_id: str, base: Any, assignment: Any, now: int) -> Any:
+        executors = (assignment.executor_node_port or {}) if assignment else {}
+        slots = {(ni.node, p) for ni in executors.values() for p in ni.port}
+        num_tasks = sum(info.task_end - info.task_start + 1 for info in executors)
+        return storm.TopologySummary(id=topology_id, name=base.name, num_tasks=num_tasks,
+                                     num_executors=len(executors), num_workers=len(slots),
+                                     uptime_secs=max(0, now - int(base.launch_time_secs or now)),
+                                     status=tr.Status(base.status).name)
+
+    def getTopologyInfo(self, id: str) -> Any:  # noqa: A002
+        topology_id = self._existing_id(id)
+        state, now = self.nimbus.state, self.nimbus.now_secs()
+        base = state.storm_base(topology_id)
+        if base is None:
+            raise not_alive(id)
+        plan = self.nimbus.plan(topology_id, base)
+        assignment = state.assignment(topology_id)
+        beats = state.worker_heartbeats(topology_id)
+        summaries = []
+        executors = (assignment.executor_node_port or {}) if assignment else {}
+        starts = (assignment.executor_start_time_secs or {}) if assignment else {}
+        for info, node_info in sorted(executors.items(), key=lambda kv: kv[0].task_start):
+            port = min(int(p) for p in node_info.port)
+            beat = beats.get((node_info.node, port))
+            stats = (beat.executor_stats or {}).get(info) if beat else None
+            uptime = int(beat.uptime_secs) if beat else max(0, now - int(starts.get(info, now)))
+            summaries.append(storm.ExecutorSummary(
+                executor_info=info, component_id=plan.task_component.get(info.task_start, "?"),
+                host=assignment.node_host.get(node_info.node, node_info.node), port=port,
+                uptime_secs=uptime, stats=stats))
+        return storm.TopologyInfo(id=topology_id, name=base.name,
+                                  uptime_secs=max(0, now - int(base.launch_time_secs or now)),
+                                  executors=summaries, status=tr.Status(base.status).name,
+                                  errors=state.errors(topology_id))
+
+
+# ---------------------------------------------------------------- transport
+class FrameTooLarge(TTransportException):
+    pass
+
+
+class BoundedFramedTransport:
+    """Server-side framed transport: reads one whole frame (bounded) into memory, writes framed."""
+
+    def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
+        self.sock = sock
+        self.max_frame_bytes = max_frame_bytes
+        self._rbuf = BytesIO()
+        self._wbuf = BytesIO()
+
+    def _read_exact(self, size: int) -> bytes:
+        chunks, remaining = [], size
+        while remaining:
+            data = self.sock.recv(min(remaining, 1 << 16))
+            if not data:
+                raise TTransportException(TTransportException.END_OF_FILE, "peer closed the connection")
+            chunks.append(data)
+            remaining -= len(data)
+        return b"".join(chunks)
+
+    def read(self, size: int) -> bytes:
+        data = self._rbuf.read(size)
+        if data or size == 0:
+            return data
+        (frame_size,) = struct.unpack("!i", self._read_exact(4))
+        if frame_size < 1 or frame_size > self.max_frame_bytes:
+            raise FrameTooLarge(TTransportException.UNKNOWN,
+                                f"frame of {frame_size} bytes refused (limit nimbus.thrift.max_buffer_size="
+                                f"{self.max_frame_bytes})")
+        self._rbuf = BytesIO(self._read_exact(frame_size))
+        return self._rbuf.read(size)
+
+    def write(self, data: bytes) -> None:
+        self._wbuf.write(data)
+
+    def flush(self) -> None:
+        out, self._wbuf = self._wbuf.getvalue(), BytesIO()
+        self.sock.sendall(struct.pack("!i", len(out)) + out)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class SafeProcessor(TProcessor):
+    """A TProcessor whose undeclared handler errors become TApplicationException replies."""
+
+    def process(self, iprot: Any, oprot: Any) -> None:
+        api, seqid, result, call = self.process_in(iprot)
+        if isinstance(result, TApplicationException):
+            return self.send_exception(oprot, api, result, seqid)
+        try:
+            result.success = call()
+        except TApplicationException as exc:
+            return self.send_exception(oprot, api, exc, seqid)
+        except Exception as exc:
+            if not self.handle_exception(exc, result):
+                log.exception("Nimbus %s failed", api)
+                return self.send_exception(oprot, api, TApplicationException(
+                    TApplicationException.INTERNAL_ERROR, f"{api} failed on Nimbus: {type(exc).__name__}: {exc}"),
+                    seqid)
+        if not result.oneway:
+            self.send_result(oprot, api, result, seqid)
+
+
+class ThriftServer:
+    """Accepts connections on host:port and serves ``handler`` over bounded framed binary."""
+
+    def __init__(self, handler: NimbusHandler, host: str, port: int, max_frame_bytes: int) -> None:
+        self.processor = SafeProcessor(storm.Nimbus, handler)
+        self.host, self.port = host, port
+        self.max_frame_bytes = max_frame_bytes
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._stopped = threading.Event()
+        self._sock: socket.socket | None = None
+        self._thread = threading.Thread(target=self._accept_loop, name="nimbus-thrift", daemon=True)
+
+    def start(self) -> "ThriftServer":
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        sock.listen(128)
+        sock.settimeout(0.5)
+        self._sock = sock
+        self._thread.start()
+        log.info("Nimbus Thrift server listening on %s:%d", self.host, self.port)
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        if self._sock is not None:
+            self._sock.close()
+
+    def _accept_loop(self) -> None:
+        assert self._sock is not None
+        while not self._stopped.is_set():
+            try:
+                conn, peer = self._sock.accept()
+            except socket.timeout:
+                continue
+            except OSError as exc:
+                if not self._stopped.is_set():
+                    log.warning("accept failed: %s", exc)
+                continue
+            if not self._slots.acquire(blocking=False):
+                log.warning("refusing connection from %s: %d connections already open", peer, MAX_CONNECTIONS)
+                conn.close()
+                continue
+            threading.Thread(target=self._serve, args=(conn, peer), name=f"nimbus-conn-{peer[1]}",
+                             daemon=True).start()
+
+    def _serve(self, conn: socket.socket, peer: Any) -> None:
+        conn.settimeout(IDLE_TIMEOUT_SECS)
+        trans = BoundedFramedTransport(conn, self.max_frame_bytes)
+        try:
+            proto = TBinaryProtocol(trans, strict_read=True, decode_response=True)
+            while not self._stopped.is_set():
+                self.processor.process(proto, proto)
+        except FrameTooLarge as exc:
+            log.warning("closing connection from %s: %s", peer, exc.message)
+        except (TTransportException, OSError) as exc:
+            log.debug("connection from %s closed: %s", peer, exc)
+        except Exception as exc:  # garbage on the wire: drop this peer only
+            log.warning("closing connection from %s after a malformed request: %s: %s", peer,
+                        type(exc).__name__, exc)
+        finally:
+            trans.close()
+            self._slots.release()
+
+
+def nimbus_summary(host: str, port: int, uptime_secs: int, is_leader: bool) -> Any:
+    """The NimbusSummary registered under /nimbuses."""
+    return storm.NimbusSummary(host=host, port=port, uptime_secs=uptime_secs, isLeader=is_leader, version=VERSION)
