@@ -127,6 +127,8 @@ TOPOLOGY_ERROR_RETAIN = _key("topology.error.retain", 10, int, "Newest errors ke
 TOPOLOGY_TASK_RESTART_BACKOFF_SECS = _key("topology.task.restart.backoff.secs", 1.0, (int, float), "Pause before a crashed task is restarted.")
 TOPOLOGY_STATS_SAMPLE_RATE = _key("topology.stats.sample.rate", 0.05, float, "Fraction of tuples whose latency is sampled.")
 TOPOLOGY_ENVIRONMENT = _key("topology.environment", None, dict, "Extra environment variables for worker processes.")
+TOPOLOGY_MODULE = _key("topology.module", None, str, "Module of the topology file (its stem), importable from the code archive's root.")
+TOPOLOGY_SUBMITTER_USER = _key("topology.submitter.user", None, str, "Who submitted the topology (set by `stormpy submit`).")
 
 # ---------------------------------------------------------------- UI
 UI_HOST = _key("ui.host", "0.0.0.0", str, "Address the UI listens on.")
