@@ -1,0 +1,128 @@
+"""A real supervisor process and its real worker processes over a real ZooKeeper, without Nimbus:
+the test plays Nimbus's part by writing StormBase + Assignment and placing the topology's files
+where a download would have put them. Covers launch, tuple flow between two workers over
+ZeroMQ with acking, restart of a SIGKILLed worker, adoption after a supervisor SIGKILL, and
+killing workers whose assignment disappears."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from stormpy.cluster_state import ClusterState
+from stormpy.supervisor import localstate
+from stormpy.testing import DaemonProcess, free_port, wait_until
+from stormpy.thrift import serialize, storm
+from stormpy.topology.compile import compile_topology
+from stormpy.topology.loader import load_topology_file
+from stormpy.topology.plan import build_plan
+
+TOPOLOGIES = Path(__file__).resolve().parents[1] / "cluster" / "topologies"
+SUPERVISOR_ID = "sup-test-1"
+TOPOLOGY_ID = "wc-1-1000"
+
+pytestmark = pytest.mark.timeout(200)
+
+
+def acked(out: Path) -> set[int]:
+    ids: set[int] = set()
+    for path in out.glob("acked-*.txt"):
+        ids.update(int(x) for x in path.read_text().split())
+    return ids
+
+
+def worker_pids(local_dir: Path) -> list[int]:
+    pids = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and "stormpy.worker" in cmd and any(
+                part.startswith(str(local_dir)) for part in cmd):
+            pids.append(proc.pid)
+    return sorted(pids)
+
+
+@pytest.fixture
+def setup(zk_conf, tmp_path):
+    local = tmp_path / "sup-local"
+    out = tmp_path / "out"
+    ports = [free_port(), free_port()]
+    conf = {**zk_conf, "storm.local.dir": str(local), "storm.log.dir": str(tmp_path / "logs"),
+            "storm.local.hostname": "127.0.0.1", "supervisor.slots.ports": ports,
+            "supervisor.monitor.frequency.secs": 1, "supervisor.sync.freq.secs": 1,
+            "supervisor.heartbeat.frequency.secs": 1, "supervisor.worker.timeout.secs": 10,
+            "supervisor.worker.shutdown.sleep.secs": 2, "task.refresh.poll.secs": 1,
+            "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": free_port()}
+    localstate.LocalState(local).set_supervisor_id(SUPERVISOR_ID)
+    # the "download": the three files and the unzipped code, as sync would leave them
+    cls = load_topology_file(str(TOPOLOGIES / "wordcount.py"))
+    tconf = {**cls.config, "topology.workers": 2, "topology.name": "wc", "test.out.dir": str(out),
+             "test.sentences": 400, "test.spout.per.call": 2}
+    topology = compile_topology(cls, tconf)
+    dist = localstate.stormdist_dir(local, TOPOLOGY_ID)
+    (dist / "code").mkdir(parents=True)
+    for f in TOPOLOGIES.glob("*.py"):
+        shutil.copy(f, dist / "code" / f.name)
+    (dist / "stormtopology.ser").write_bytes(serialize(topology))
+    (dist / "stormconf.json").write_text(json.dumps(tconf))
+    (dist / "stormcode.zip").write_bytes(b"")
+    plan = build_plan(topology, tconf, TOPOLOGY_ID, "wc")
+    executors = plan.executors()
+    state = ClusterState(conf)
+    state.set_storm_base(TOPOLOGY_ID, storm.StormBase(name="wc", status=storm.TopologyStatus.ACTIVE, num_workers=2,
+                                                      launch_time_secs=int(time.time())))
+    state.set_assignment(TOPOLOGY_ID, storm.Assignment(
+        master_code_dir="/nowhere", node_host={SUPERVISOR_ID: "127.0.0.1"},
+        executor_node_port={storm.ExecutorInfo(task_start=s, task_end=e):
+                            storm.NodeInfo(node=SUPERVISOR_ID, port={ports[i % 2]})
+                            for i, (s, e) in enumerate(executors)}))
+    daemon = DaemonProcess(["supervisor"], conf, tmp_path / "daemon-logs", name="supervisor")
+    try:
+        yield daemon, state, local, out, conf
+    finally:
+        daemon.stop(reason="test teardown")
+        for pid in worker_pids(local):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        state.close()
+        logs = list((tmp_path / "logs").glob("workers-artifacts/*/*/worker.log"))
+        for log in logs:
+            sys.stdout.write(f"--- {log} ---\n{log.read_text()[-3000:]}\n")
+        sys.stdout.write(f"--- supervisor ---\n{daemon.log_tail(60)}\n")
+
+
+def test_supervisor_runs_workers_restarts_adopts_and_stops_them(setup):
+    daemon, state, local, out, _conf = setup
+    daemon.start()
+    pids = wait_until(lambda: len(p := worker_pids(local)) == 2 and p, 60, "two worker processes")
+    wait_until(lambda: len(acked(out)) >= 50, 90, "the first acked sentences across two workers")
+    assert state.supervisor_info(SUPERVISOR_ID) is not None
+    beats = state.worker_heartbeats(TOPOLOGY_ID)
+    wait_until(lambda: len(state.worker_heartbeats(TOPOLOGY_ID)) == 2, 30, "both workers' ZK heartbeats")
+
+    os.kill(pids[0], signal.SIGKILL)
+    wait_until(lambda: len(p := worker_pids(local)) == 2 and pids[0] not in p, 60,
+               "the supervisor to restart the SIGKILLed worker")
+    wait_until(lambda: len(acked(out)) == 400, 120, "every sentence acked despite the kill")
+
+    survivors = worker_pids(local)
+    daemon.kill(signal.SIGKILL)
+    assert all(psutil.pid_exists(p) for p in survivors)
+    daemon.start()
+    wait_until(lambda: daemon.output().count("adopted worker") >= 2, 60, "both workers adopted")
+    time.sleep(3)
+    assert worker_pids(local) == survivors, "adopted workers must not be replaced"
+    assert beats is not None
+
+    state.remove_assignment(TOPOLOGY_ID)
+    wait_until(lambda: not worker_pids(local), 60, "workers to be stopped once unassigned")
+    wait_until(lambda: not localstate.stormdist_dir(local, TOPOLOGY_ID).exists(), 30,
+               "the unassigned topology's code to be deleted")
