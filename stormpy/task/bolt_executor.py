@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 _getrandbits = random.getrandbits
 _tuple_new = tuple.__new__
+# Value types the emit fast path accepts without a call; ints need a range check.
+_FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
 
 
 class EmitError(ValueError):
@@ -53,6 +55,70 @@ def direct_targets(task: Any, route: Any, stream: str, direct_task: int | None) 
     return [direct_task] if direct_task in route.direct_tasks else []
 
 
+def make_bolt_emit(task: "BoltTask") -> Any:
+    """The bolt's ``emit``: a closure with a short path for the common case.
+
+    Common case: default stream, values a list of plain scalars, auto-anchoring to the one
+    tuple being processed, which has one root. Everything else (and every error) goes to
+    ``task.emit_general``. Closure variables are faster than attribute lookups, which is
+    the point: this runs once per emitted tuple.
+    """
+    general = task.emit_general
+    route = task.routes.get("default")
+    if route is None or route.direct:
+        return general
+    ex = task.executor
+    select = route.select
+    nfields = route.num_fields
+    outbox = ex.outbox
+    batch_size = ex.batch_size
+    send_full = ex.send_full
+    check = ex.serialization.check_value
+    counter = ex.stats.stream_counter("default")
+    tid = task.task_id
+    fast_types = _FAST_TYPES
+    getrandbits = _getrandbits
+
+    def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
+             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+        if (stream is not None or anchors is not None or direct_task is not None or need_task_ids
+                or type(values) is not list or len(values) != nfields or task.current_tups is not None
+                or not task.auto_anchor):
+            return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
+        for value in values:
+            if type(value) not in fast_types:
+                check(value)
+        targets = select(values)
+        current = task.current
+        if current is not None:
+            roots = current._anchors
+            if roots is not None:
+                if len(roots) != 1:
+                    return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
+                (root,) = roots
+                for target in targets:
+                    edge = getrandbits(64)
+                    current._ack_val ^= edge
+                    box = outbox[target]
+                    box.append(("default", tid, values, {root: edge}))
+                    if len(box) >= batch_size:
+                        send_full(target)
+                counter[0] += 1
+                counter[1] += len(targets)
+                return None
+        message = ("default", tid, values, None)
+        for target in targets:
+            box = outbox[target]
+            box.append(message)
+            if len(box) >= batch_size:
+                send_full(target)
+        counter[0] += 1
+        counter[1] += len(targets)
+        return None
+
+    return emit
+
+
 class BoltTask(TaskBase):
     """One bolt task: the component's ``emit``/``ack``/``fail`` land here."""
 
@@ -66,9 +132,12 @@ class BoltTask(TaskBase):
         self.auto_anchor = True
         self.process: Any = None
         self.process_tick: Any = None
+        self.emit = make_bolt_emit(self)
 
-    def emit(self, values: Sequence[Any], tup_id: Any = None, stream: str | None = None, anchors: Any = None,
-             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+    def emit_general(self, values: Sequence[Any], tup_id: Any = None, stream: str | None = None,
+                     anchors: Any = None, direct_task: int | None = None,
+                     need_task_ids: bool = False) -> list[int] | None:
+        """Every kind of emit: any stream, explicit anchors, direct tasks, several roots."""
         if stream is None:
             stream = "default"
         route = self.routes.get(stream)
@@ -104,8 +173,9 @@ class BoltTask(TaskBase):
                                 box.append((stream, tid, values, {root: edge}))
                                 if len(box) >= batch_size:
                                     ex.send_full(target)
-                            ex.stats.emitted[stream] += 1
-                            ex.stats.transferred[stream] += len(targets)
+                            counter = ex.stats.stream_counter(stream)
+                            counter[0] += 1
+                            counter[1] += len(targets)
                             return list(targets) if need_task_ids else None
                         anchors = (current,)
         message = None
@@ -132,8 +202,9 @@ class BoltTask(TaskBase):
             box.append(msg)
             if len(box) >= batch_size:
                 ex.send_full(target)
-        ex.stats.emitted[stream] += 1
-        ex.stats.transferred[stream] += len(targets)
+        counter = ex.stats.stream_counter(stream)
+        counter[0] += 1
+        counter[1] += len(targets)
         return list(targets) if need_task_ids else None
 
     def ack(self, tup: Tuple) -> None:
@@ -195,17 +266,18 @@ class BoltExecutor(Executor):
         super().__init__(runtime, start, end)
         self.pending_acks: dict[int, int] = {}
         self._sample = self.sample_every
-        # src task -> (component, {stream: (values class, stats key)})
-        self._src_info: dict[int, tuple[str, dict[str, tuple[type, tuple[str, str]]]]] = {}
+        # stream -> {src task -> (component, values class, stats key)}: two dict gets per tuple
+        self._by_stream: dict[str, dict[int, tuple[str, type, tuple[str, str]]]] = {}
         plan = self.plan
         for (src_comp, stream), _grouping in self.comp_plan.inputs.items():
             src_plan = plan.components.get(src_comp)
             if src_plan is None or stream not in src_plan.streams:
                 continue
             cls = values_class(src_comp, stream, src_plan.streams[stream].fields)
+            skey = (src_comp, stream)
+            by_src = self._by_stream.setdefault(stream, {})
             for src_task in src_plan.tasks:
-                entry = self._src_info.setdefault(src_task, (src_comp, {}))
-                entry[1][stream] = (cls, (src_comp, stream))
+                by_src[src_task] = (src_comp, cls, skey)
 
     def _setup_timers(self, now: float) -> None:
         freq = self.conf.get("topology.tick.tuple.freq.secs")
@@ -285,27 +357,30 @@ class BoltExecutor(Executor):
         if batch_messages is not None:
             self._on_raw_messages(task, batch_messages, messages)
             return
-        src_info = self._src_info
+        by_stream = self._by_stream
         process = task.process
         auto_ack = task.auto_ack
         held = task.held
         pending = self.pending_acks
         stats = self.stats
-        executed = stats.executed
-        acked = stats.acked
         ackers = self.num_ackers
         now = time.monotonic()
         sample = self._sample
         index = 0
+        # executed/acked are tallied per run of equal stats keys, not per tuple
+        tally: list[Any] = [None, 0, 0]
         try:
             for index, message in enumerate(messages):
                 stream, src, values, anchors = message
-                info = src_info.get(src)
-                if info is None or stream not in info[1]:
+                by_src = by_stream.get(stream)
+                info = by_src.get(src) if by_src is not None else None
+                if info is None:
                     self._on_system(task, message)
                     continue
-                cls, skey = info[1][stream]
-                tup = Tuple(None, info[0], stream, src, _tuple_new(cls, values), anchors, 0.0, skey)
+                component_id, cls, skey = info
+                if skey is not tally[0]:
+                    self._tally(tally, skey)
+                tup = Tuple(None, component_id, stream, src, _tuple_new(cls, values), anchors, 0.0, skey)
                 task.current = tup
                 sample -= 1
                 if sample:
@@ -316,7 +391,7 @@ class BoltExecutor(Executor):
                     tup._recv = now
                     process(tup)
                     stats.add_latency(stats.execute_ms, skey, (time.monotonic() - start) * 1000.0)
-                executed[skey] += 1
+                tally[1] += 1
                 if not tup._done:
                     if auto_ack:
                         tup._done = True
@@ -324,7 +399,7 @@ class BoltExecutor(Executor):
                             val = tup._ack_val
                             for root, edge in anchors.items():
                                 pending[root] = pending.get(root, 0) ^ edge ^ val
-                        acked[skey] += 1
+                        tally[2] += 1
                         if tup._recv:
                             stats.add_latency(stats.process_ms, skey, (time.monotonic() - now) * 1000.0)
                     else:
@@ -332,12 +407,23 @@ class BoltExecutor(Executor):
             task.current = None
         except Exception as exc:
             self._sample = sample
+            self._tally(tally, None)
             rest = messages[index + 1:]
             self._crash(task, exc, "process")
             if rest:
                 task.backlog.append(rest)
             return
         self._sample = sample
+        self._tally(tally, None)
+
+    def _tally(self, tally: list[Any], next_key: Any) -> None:
+        key, executed, acked = tally
+        if key is not None:
+            if executed:
+                self.stats.executed[key] += executed
+            if acked:
+                self.stats.acked[key] += acked
+        tally[0], tally[1], tally[2] = next_key, 0, 0
 
     def _on_system(self, task: BoltTask, message: Any) -> None:
         stream = message[0]

@@ -46,6 +46,9 @@ def fields_hash(key_values: Sequence[Any]) -> int:
 def shuffle_selector(tasks: Sequence[int], rng: random.Random) -> Selector:
     """Storm's ShuffleGrouping: every task once per round, in a fresh random order each round."""
     choices = [[t] for t in tasks]
+    if len(choices) == 1:
+        only = choices[0]
+        return lambda values: only
     rng.shuffle(choices)
     n = len(choices)
     state = [0]

@@ -11,6 +11,7 @@ by the owner (local runner or worker main thread). Executors run on their own th
 """
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Iterable
@@ -24,6 +25,25 @@ log = logging.getLogger(__name__)
 
 _START_TIMEOUT_SECS = 60.0
 _JOIN_TIMEOUT_SECS = 10.0
+
+
+_GC_GEN0_THRESHOLD = 50000
+
+
+def tune_gc() -> None:
+    """Make the cyclic garbage collector cheap for a process that streams tuples.
+
+    Every tuple allocates a few container objects (message tuple, anchors dict, Tuple), so
+    with the default gen-0 threshold of 700 the collector runs thousands of times a second
+    and each older-generation pass walks every module and class loaded at start-up. Tuples
+    form no cycles, so collecting less often loses nothing; ``gc.freeze()`` moves the
+    start-up objects out of the collector's sight. Measured: roughly halves the cost per
+    word in the word-count split bolt.
+    """
+    gen0, gen1, gen2 = gc.get_threshold()
+    if gen0 and gen0 < _GC_GEN0_THRESHOLD:
+        gc.set_threshold(_GC_GEN0_THRESHOLD, max(gen1, 20), max(gen2, 100))
+    gc.freeze()
 
 
 class LoggingReporter:
@@ -70,6 +90,7 @@ class WorkerRuntime:
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
         """Start every executor thread; returns once each has initialized its tasks."""
+        tune_gc()
         for executor in self._all:
             executor.start()
         deadline = time.monotonic() + _START_TIMEOUT_SECS

@@ -22,7 +22,7 @@ from typing import Any
 
 from stormpy.acker.ledger import RotatingMap
 from stormpy.serialization import SCALARS
-from stormpy.task.bolt_executor import check_emit, direct_targets
+from stormpy.task.bolt_executor import _FAST_TYPES, check_emit, direct_targets
 from stormpy.task.executor import ACK_ACK, ACK_FAIL, ACK_INIT, Executor, TaskBase
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,71 @@ log = logging.getLogger(__name__)
 _getrandbits = random.getrandbits
 _NEXT_TUPLE_ROUNDS = 64
 _TIMEOUT_BUCKETS = 3
+
+
+def make_spout_emit(task: "SpoutTask") -> Any:
+    """The spout's ``emit``: a closure with a short path for default-stream emits of scalars."""
+    general = task.emit_general
+    route = task.routes.get("default")
+    if route is None or route.direct:
+        return general
+    ex = task.executor
+    select = route.select
+    nfields = route.num_fields
+    outbox = ex.outbox
+    batch_size = ex.batch_size
+    send_full = ex.send_full
+    check = ex.serialization.check_value
+    counter = ex.stats.stream_counter("default")
+    tid = task.task_id
+    ackers = ex.acker_tasks
+    num_ackers = ex.num_ackers
+    pending_put = task.pending.put
+    ack_now = task.ack_now
+    fast_types = _FAST_TYPES
+    getrandbits = _getrandbits
+    monotonic = time.monotonic
+
+    def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
+             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+        if (stream is not None or direct_task is not None or need_task_ids
+                or type(values) is not list or len(values) != nfields):
+            return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
+        for value in values:
+            if type(value) not in fast_types:
+                check(value)
+        targets = select(values)
+        if tup_id is not None and num_ackers and targets:
+            root = getrandbits(64)
+            val = 0
+            for target in targets:
+                edge = getrandbits(64)
+                val ^= edge
+                box = outbox[target]
+                box.append(("default", tid, values, {root: edge}))
+                if len(box) >= batch_size:
+                    send_full(target)
+            pending_put(root, [tup_id, monotonic(), "default"])
+            dest = ackers[root % num_ackers]
+            box = outbox[dest]
+            box.append((ACK_INIT, tid, [root, val, tid], None))
+            if len(box) >= batch_size:
+                send_full(dest)
+        else:
+            message = ("default", tid, values, None)
+            for target in targets:
+                box = outbox[target]
+                box.append(message)
+                if len(box) >= batch_size:
+                    send_full(target)
+            if tup_id is not None:
+                ack_now.append((tup_id, "default"))
+        task.emit_count += 1
+        counter[0] += 1
+        counter[1] += len(targets)
+        return None
+
+    return emit
 
 
 class SpoutTask(TaskBase):
@@ -42,9 +107,12 @@ class SpoutTask(TaskBase):
         self.ack_now: list[tuple[Any, str]] = []
         self.emit_count = 0
         self.next_tuple: Any = None
+        self.emit = make_spout_emit(self)
 
-    def emit(self, values: Sequence[Any], tup_id: Any = None, stream: str | None = None, anchors: Any = None,
-             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+    def emit_general(self, values: Sequence[Any], tup_id: Any = None, stream: str | None = None,
+                     anchors: Any = None, direct_task: int | None = None,
+                     need_task_ids: bool = False) -> list[int] | None:
+        """Every kind of spout emit: any stream, direct tasks, task ids wanted."""
         if stream is None:
             stream = "default"
         route = self.routes.get(stream)
@@ -89,8 +157,9 @@ class SpoutTask(TaskBase):
             if tup_id is not None:
                 self.ack_now.append((tup_id, stream))
         self.emit_count += 1
-        ex.stats.emitted[stream] += 1
-        ex.stats.transferred[stream] += len(targets)
+        counter = ex.stats.stream_counter(stream)
+        counter[0] += 1
+        counter[1] += len(targets)
         return list(targets) if need_task_ids else None
 
     def on_crash(self) -> None:
@@ -202,7 +271,8 @@ class SpoutExecutor(Executor):
                 self._failed(task, entry)
 
     def _ack_now(self, task: SpoutTask) -> None:
-        done, task.ack_now = task.ack_now, []
+        done = list(task.ack_now)
+        task.ack_now.clear()  # the same list: the emit closure holds it
         now = time.monotonic()
         for tup_id, stream in done:
             self._acked(task, [tup_id, now, stream])

@@ -33,8 +33,8 @@ class ExecutorStats:
     def __init__(self, kind: str, clock: Any = time.monotonic) -> None:
         self.kind = kind
         self._clock = clock
-        self.emitted: defaultdict[Any, int] = defaultdict(int)
-        self.transferred: defaultdict[Any, int] = defaultdict(int)
+        # stream -> [emitted, transferred]: one list per stream, bumped in place by emit
+        self.stream_counts: dict[str, list[int]] = {}
         self.acked: defaultdict[Any, int] = defaultdict(int)
         self.failed: defaultdict[Any, int] = defaultdict(int)
         self.executed: defaultdict[Any, int] = defaultdict(int)
@@ -48,6 +48,21 @@ class ExecutorStats:
         self._next_snapshot = self.started + SNAPSHOT_SECS
 
     # ------------------------------------------------------------ executor thread
+    def stream_counter(self, stream: str) -> list[int]:
+        """The ``[emitted, transferred]`` pair of a stream (emit closures keep a reference)."""
+        counter = self.stream_counts.get(stream)
+        if counter is None:
+            counter = self.stream_counts[stream] = [0, 0]
+        return counter
+
+    @property
+    def emitted(self) -> dict[str, int]:
+        return {stream: c[0] for stream, c in list(self.stream_counts.items())}
+
+    @property
+    def transferred(self) -> dict[str, int]:
+        return {stream: c[1] for stream, c in list(self.stream_counts.items())}
+
     @staticmethod
     def add_latency(table: dict[Any, list[float]], key: Any, ms: float) -> None:
         entry = table.get(key)

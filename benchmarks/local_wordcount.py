@@ -1,0 +1,205 @@
+"""Benchmark: word count under ``stormpy local`` against a raw SimpleQueue thread pipeline.
+
+    python benchmarks/local_wordcount.py [--secs 10] [--warmup 2]
+
+Topology: sentence spout -> split (shuffle) -> count (fields grouping on word), run once
+with acking (one acker) and once without (``topology.acker.executors: 0``). Printed: spout
+sentences/s, counted words/s, p50/p99 complete latency (spout emit -> ack, from the spout's
+own clock), and, measured in the same run, a raw pipeline of three threads handing the same
+tuples over ``queue.SimpleQueue`` one tuple at a time (what DESIGN section 8 calls the raw
+handoff), with the ratio of the two.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from queue import SimpleQueue
+from typing import Any
+
+from stormpy import Bolt, Grouping, Spout, Topology
+from stormpy.local.runner import LocalTopology
+
+log = logging.getLogger(__name__)
+
+DATA = Path(__file__).resolve().parent.parent / "examples" / "data" / "sentences.txt"
+SENTENCES = [line.strip().lower().rstrip(".") for line in DATA.read_text().splitlines() if line.strip()]
+LATENCY_SAMPLE = 16
+
+
+class BenchSpout(Spout):
+    outputs = ["sentence"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.sentences = itertools.cycle(SENTENCES)
+        self.ids = itertools.count()
+        self.started: dict[int, float] = {}
+        self.latencies_ms: list[float] = []
+        self.reliable = bool(stormconf.get("bench.reliable", True))
+        LATENCIES.append(self.latencies_ms)
+
+    def next_tuple(self) -> None:
+        tup_id = next(self.ids)
+        if tup_id % LATENCY_SAMPLE == 0:
+            self.started[tup_id] = time.perf_counter()
+        self.emit([next(self.sentences)], tup_id=tup_id if self.reliable else None)
+
+    def ack(self, tup_id: Any) -> None:
+        t0 = self.started.pop(tup_id, None)
+        if t0 is not None:
+            self.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
+
+    def fail(self, tup_id: Any) -> None:
+        self.started.pop(tup_id, None)
+
+
+class SplitBolt(Bolt):
+    outputs = ["word"]
+
+    def process(self, tup: Any) -> None:
+        emit = self.emit
+        for word in tup.values[0].split():
+            emit([word])
+
+
+class CountBolt(Bolt):
+    outputs: list[str] = []
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def process(self, tup: Any) -> None:
+        self.counts[tup.values[0]] += 1
+
+
+class BenchTopology(Topology):
+    sentences = BenchSpout.spec(par=1)
+    split = SplitBolt.spec(inputs={sentences: Grouping.SHUFFLE}, par=1)
+    count = CountBolt.spec(inputs={split: Grouping.fields("word")}, par=1)
+
+
+LATENCIES: list[list[float]] = []
+
+
+def _count_executed(local: LocalTopology, component: str) -> int:
+    total = 0
+    for executor in local.runtime.executors.values():
+        if executor.component_id == component:
+            total += sum(dict(executor.stats.executed).values())
+    return total
+
+
+def _spout_acked(local: LocalTopology) -> int:
+    return sum(sum(dict(e.stats.acked).values()) + 0 for e in local.runtime.executors.values()
+               if e.kind == "spout")
+
+
+def _spout_emitted(local: LocalTopology) -> int:
+    return sum(sum(dict(e.stats.emitted).values()) for e in local.runtime.executors.values() if e.kind == "spout")
+
+
+def run_topology(reliable: bool, secs: float, warmup: float) -> dict[str, float]:
+    LATENCIES.clear()
+    overrides = {"topology.acker.executors": 1 if reliable else 0, "bench.reliable": reliable,
+                 "topology.max.spout.pending": 2000 if reliable else None, "topology.message.timeout.secs": 60}
+    local = LocalTopology(BenchTopology, "bench", user_overrides=overrides)
+    local.start()
+    try:
+        time.sleep(warmup)
+        for lat in LATENCIES:
+            lat.clear()
+        words0, sent0, t0 = _count_executed(local, "count"), (_spout_acked if reliable else _spout_emitted)(local), time.perf_counter()
+        time.sleep(secs)
+        words1, sent1, t1 = _count_executed(local, "count"), (_spout_acked if reliable else _spout_emitted)(local), time.perf_counter()
+    finally:
+        local.stop(drain_secs=5)
+    elapsed = t1 - t0
+    samples = sorted(x for lat in LATENCIES for x in lat)
+    result = {"sentences_per_s": (sent1 - sent0) / elapsed, "words_per_s": (words1 - words0) / elapsed}
+    if reliable and samples:
+        result["p50_ms"] = statistics.median(samples)
+        result["p99_ms"] = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    return result
+
+
+def run_raw(secs: float) -> float:
+    """Three threads, one SimpleQueue handoff per tuple: sentences -> split -> count."""
+    q_sent: SimpleQueue[Any] = SimpleQueue()
+    q_word: SimpleQueue[Any] = SimpleQueue()
+    stop = threading.Event()
+    counted = [0]
+
+    def source() -> None:
+        sentences = itertools.cycle(SENTENCES)
+        put = q_sent.put
+        while not stop.is_set():
+            for _ in range(1000):
+                put([next(sentences)])
+            while q_sent.qsize() > 20000 and not stop.is_set():
+                time.sleep(0.0005)
+        put(None)
+
+    def split() -> None:
+        get, put = q_sent.get, q_word.put
+        while True:
+            item = get()
+            if item is None:
+                put(None)
+                return
+            for word in item[0].split():
+                put([word])
+
+    def count() -> None:
+        counts: Counter[str] = Counter()
+        get = q_word.get
+        n = 0
+        while True:
+            item = get()
+            if item is None:
+                counted[0] = n
+                return
+            counts[item[0]] += 1
+            n += 1
+            if not n & 4095:
+                counted[0] = n
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (source, split, count)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    c0, t0 = counted[0], time.perf_counter()
+    time.sleep(secs)
+    c1, t1 = counted[0], time.perf_counter()
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    return (c1 - c0) / (t1 - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--secs", type=float, default=10.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds before measuring")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    raw = run_raw(args.secs)
+    print(f"raw SimpleQueue pipeline (per-tuple handoff): {raw:,.0f} words/s")
+    for reliable in (True, False):
+        r = run_topology(reliable, args.secs, args.warmup)
+        label = "acking on " if reliable else "acking off"
+        line = (f"stormpy local, {label}: {r['sentences_per_s']:,.0f} sentences/s, "
+                f"{r['words_per_s']:,.0f} counted words/s ({r['words_per_s'] / raw:.1%} of raw)")
+        if "p50_ms" in r:
+            line += f", complete latency p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
