@@ -23,14 +23,12 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
-import pytest
 
-from stormpy.testing import DaemonProcess, ZooKeeperServer, ZooKeeperUnavailable, free_port, wait_until
+from stormpy.testing import DaemonProcess, ZooKeeperServer, free_port, wait_until
 from stormpy.testing.processes import log_tail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,12 +104,9 @@ class ProcessCluster:
         return self.nimbus
 
     def supervisor_conf(self, index: int) -> dict[str, Any]:
-        first = 20000 + (os.getpid() % 500) * 40 + index * 10
-        ports = [free_port() for _ in range(self.ports_per_supervisor)] if first > 65000 else \
-            [_free_from(first + k) for k in range(self.ports_per_supervisor)]
         return {**self.conf, "storm.local.dir": str(self.base / f"supervisor-{index}" / "local"),
                 "storm.log.dir": str(self.base / f"supervisor-{index}" / "logs"),
-                "supervisor.slots.ports": ports}
+                "supervisor.slots.ports": [free_port() for _ in range(self.ports_per_supervisor)]}
 
     def add_supervisor(self, index: int) -> DaemonProcess:
         proc = self.daemon("supervisor", self.supervisor_conf(index), f"supervisor-{index}")
@@ -227,15 +222,3 @@ class ProcessCluster:
                 parts.append(f"--- {log} ---\n{log_tail(log, 60)}")
         parts.append(f"--- zookeeper ---\n{self.zookeeper.tail(20)}")
         return "\n".join(parts)
-
-
-def _free_from(port: int) -> int:
-    """``port`` if free, else any free port (fixed-ish ports keep worker logs readable)."""
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return port
-        except OSError:
-            return free_port()
