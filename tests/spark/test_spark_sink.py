@@ -1,0 +1,233 @@
+"""SparkSinkBolt end to end: real topologies in the local runtime (real acker, replaying spouts)
+writing through a real local Spark. One SparkSession serves the module: the fixture holds it,
+the sinks share it, and it is stopped when the module ends."""
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stormpy import Spout, Topology
+from stormpy.local.runner import LocalTopology
+from stormpy.spark import session as spark_session
+from stormpy.spark.sink import SparkSinkBolt
+
+SPARK_TEST_CONF = {
+    "spark.master": "local[2]",
+    "spark.ui.enabled": False,
+    "spark.sql.shuffle.partitions": 2,
+}
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_wordcount.py"
+WAIT_SECS = 90
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = spark_session.acquire_session(SPARK_TEST_CONF)
+    try:
+        yield session
+    finally:
+        spark_session.release_session("test module finished")
+        assert not spark_session.is_session_active()
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_SECS) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- test topology parts
+
+class RowSpout(Spout):
+    """Emits ``test.rows`` rows ``[id, word, count]`` with ``tup_id=id``; replays failed ids
+    except those listed in ``test.bad`` (their ``count`` is replaced by a bad value)."""
+
+    outputs = ["id", "word", "count"]
+    BAD_VALUES = ["many", {1: "x"}]
+
+    def initialize(self, stormconf: dict[str, Any], context: Any) -> None:
+        self.bad = set(stormconf.get("test.bad") or ())
+        self.rows: dict[int, list[Any]] = {}
+        for i in range(int(stormconf["test.rows"])):
+            count: Any = i * 10
+            if i in self.bad:
+                count = self.BAD_VALUES[sorted(self.bad).index(i) % len(self.BAD_VALUES)]
+            self.rows[i] = [i, f"w{i % 7}", count]
+        self.todo = collections.deque(sorted(self.rows))
+        self.acked: set[int] = set()
+        self.failed: list[int] = []
+
+    def next_tuple(self) -> None:
+        if self.todo:
+            i = self.todo.popleft()
+            self.emit(self.rows[i], tup_id=i)
+
+    def ack(self, tup_id: int) -> None:
+        self.acked.add(tup_id)
+
+    def fail(self, tup_id: int) -> None:
+        self.failed.append(tup_id)
+        if tup_id not in self.bad:
+            self.todo.append(tup_id)
+
+
+class FailFirstBatchSink(SparkSinkBolt):
+    """Writes with the built-in writer, except that its first ``handle_batch`` call raises."""
+
+    def initialize(self, stormconf: dict[str, Any], context: Any) -> None:
+        super().initialize(stormconf, context)
+        self.calls = 0
+
+    def handle_batch(self, spark: Any, df: Any, batch_id: int) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError(f"injected failure in batch {batch_id}")
+        super().handle_batch(spark, df, batch_id)
+
+
+class RowsToParquet(Topology):
+    rows = RowSpout.spec()
+    sink = SparkSinkBolt.spec(inputs=[rows])
+
+
+class RowsToFailingSink(Topology):
+    rows = RowSpout.spec()
+    sink = FailFirstBatchSink.spec(inputs=[rows])
+
+
+def components(local: LocalTopology, component_id: str) -> list[Any]:
+    """The live component instances of one component (executor threads own them)."""
+    return [task.component for ex in local.runtime.executors.values() if ex.component_id == component_id
+            for task in ex.tasks.values() if task.component is not None]
+
+
+def sink_restarts(local: LocalTopology) -> int:
+    return sum(task.restarts for ex in local.runtime.executors.values() if ex.component_id == "sink"
+               for task in ex.tasks.values())
+
+
+def run_conf(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    return {**SPARK_TEST_CONF, "spark.sink.path": str(tmp_path / "out"), "topology.message.timeout.secs": 30,
+            **extra}
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[..., LocalTopology]]:
+    """Start LocalTopology instances for a test and always stop them (drain 0 on failure)."""
+    started: list[LocalTopology] = []
+
+    def start(topology: type, name: str, conf: dict[str, Any]) -> LocalTopology:
+        local = LocalTopology(topology, name, conf)
+        started.append(local)
+        return local.start()
+
+    yield start
+    for local in started:
+        if local.runtime.started:
+            local.stop(drain_secs=0)
+
+
+def read_rows(spark: Any, path: Path) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in spark.read.parquet(str(path)).select("id", "word", "count").collect())
+
+
+# ---------------------------------------------------------------- tests
+
+def test_rows_in_parquet_equal_the_tuples_emitted(spark: Any, tmp_path: Path, running: Any) -> None:
+    n = 2500
+    local = running(RowsToParquet, "sink-rows", run_conf(tmp_path, **{"test.rows": n, "spark.sink.batch.size": 1000,
+                                                                     "spark.sink.batch.secs": 1}))
+    spout = components(local, "rows")[0]
+    wait_until(lambda: len(spout.acked) == n, f"all {n} rows acked by the sink")
+    sink = components(local, "sink")[0]
+    local.stop()
+    assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(n)]
+    assert spout.failed == []
+    assert sink.metrics["rows"] == n and sink.metrics["failed_batches"] == 0
+    assert sink.metrics["batches"] >= 3 and sink.metrics["last_batch_id"] == sink.metrics["batches"]
+    assert sink.metrics["spark_secs_per_batch"] > 0
+
+
+def test_failed_handle_batch_fails_its_tuples_which_replay_and_are_written(spark: Any, tmp_path: Path,
+                                                                           running: Any) -> None:
+    n = 300
+    local = running(RowsToFailingSink, "sink-replay",
+                    run_conf(tmp_path, **{"test.rows": n, "spark.sink.batch.size": 100, "spark.sink.batch.secs": 1}))
+    spout = components(local, "rows")[0]
+    wait_until(lambda: len(spout.acked) == n, f"all {n} rows acked after the injected failure")
+    sink = components(local, "sink")[0]
+    local.stop()
+    assert spout.failed, "the first batch's tuples were not failed"
+    assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(n)]  # none lost, none twice
+    errors = local.reporter.errors.get("sink", [])
+    assert any("injected failure in batch 1" in text for _, _, text in errors)
+    assert sink.metrics["failed_batches"] == 1 and sink.metrics["rows"] == n
+    assert sink_restarts(local) == 0
+
+
+def test_partial_batch_is_flushed_after_batch_secs_without_more_input(spark: Any, tmp_path: Path,
+                                                                      running: Any) -> None:
+    local = running(RowsToParquet, "sink-timer",
+                    run_conf(tmp_path, **{"test.rows": 10, "spark.sink.batch.size": 1000, "spark.sink.batch.secs": 1}))
+    spout = components(local, "rows")[0]
+    wait_until(lambda: len(spout.acked) == 10, "the 10 rows of a partial batch to be written and acked")
+    # The topology still runs: only the batch timer can have written them.
+    assert local.runtime.started
+    assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(10)]
+    assert components(local, "sink")[0].metrics["batches"] == 1
+
+
+def test_shutdown_flushes_the_pending_batch(spark: Any, tmp_path: Path, running: Any) -> None:
+    local = running(RowsToParquet, "sink-shutdown",
+                    run_conf(tmp_path, **{"test.rows": 10, "spark.sink.batch.size": 1000, "spark.sink.batch.secs": 25}))
+    sink = components(local, "sink")[0]
+    wait_until(lambda: local.runtime.totals()["executed"] >= 10, "the sink to receive 10 rows")
+    assert sink.metrics["batches"] == 0, "the batch was written before shutdown; batch.secs did not hold it"
+    local.stop(drain_secs=0)  # no drain: only the executor's shutdown flush can write them
+    assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(10)]
+    assert sink.metrics["batches"] == 1
+
+
+def test_bad_values_fail_their_batch_with_a_clear_error_and_the_sink_lives_on(spark: Any, tmp_path: Path,
+                                                                               running: Any) -> None:
+    n, bad = 300, [150, 250]  # 150 holds "many", 250 holds {1: "x"}, in a column inferred as bigint
+    local = running(RowsToParquet, "sink-bad",
+                    run_conf(tmp_path, **{"test.rows": n, "test.bad": bad, "spark.sink.batch.size": 50,
+                                          "spark.sink.batch.secs": 1}))
+    spout = components(local, "rows")[0]
+    good = set(range(n)) - set(bad)
+    wait_until(lambda: spout.acked >= good and set(bad) <= set(spout.failed),
+               "every good row acked and both bad rows failed")
+    sink = components(local, "sink")[0]
+    local.stop()
+    assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in sorted(good)]
+    texts = [text for _, _, text in local.reporter.errors.get("sink", [])]
+    assert any("column 'count': value 'many' (str)" in t and "does not fit int64" in t for t in texts), texts
+    assert any("column 'count': value {1: 'x'} (dict)" in t for t in texts), texts
+    assert sink.metrics["failed_batches"] >= 2
+    assert sink_restarts(local) == 0, "a bad batch must not crash the sink task"
+
+
+def test_spark_wordcount_example_writes_the_expected_counts(spark: Any, tmp_path: Path, running: Any) -> None:
+    from stormpy.topology.loader import load_topology_file
+
+    topology = load_topology_file(str(EXAMPLE))
+    module = __import__(topology.__module__)
+    out = tmp_path / "wc"
+    local = running(topology, "spark-wordcount",
+                    {**SPARK_TEST_CONF, "wordcount.output": str(out), "wordcount.passes": 1,
+                     "spark.sink.batch.secs": 1})
+    spout = components(local, "sentences")[0]
+    wait_until(lambda: spout.acked == spout.total, "every sentence of the text counted in Parquet")
+    local.stop()
+    spark.read.parquet(str(out)).createOrReplaceTempView("word_windows")
+    got = {r["word"]: r["total"] for r in spark.sql(
+        "SELECT word, SUM(count) AS total FROM word_windows GROUP BY word").collect()}
+    assert got == dict(module.expected_counts(1))
