@@ -12,6 +12,7 @@ import json
 import logging
 from typing import Any
 
+from stormpy.config import TOPOLOGY_MESSAGE_TIMEOUT_SECS
 from stormpy.thrift import storm
 from stormpy.ui.stats import (ALL_TIME, WINDOWS, aggregate, bolt_stats, components,
                               executor_stats, input_stats, is_system_id, output_stats, pretty_uptime,
@@ -35,10 +36,12 @@ class ApiError(Exception):
 
 
 def bad_request(message: str) -> ApiError:
+    """400: the request itself is wrong (window, wait time, rebalance body); Nimbus was not asked."""
     return ApiError(400, "Bad Request", message)
 
 
 def not_found(message: str) -> ApiError:
+    """404: no such topology (Nimbus said NotAlive), component or page."""
     return ApiError(404, "Not Found", message)
 
 
@@ -138,6 +141,7 @@ def last_errors(info: Any) -> dict[str, list[Any]]:
 
 
 def error_json(err: Any, now_secs: int) -> dict[str, Any]:
+    """One ErrorInfo in Storm's componentErrors shape; age from ``now_secs`` (the UI's clock)."""
     return {"error": err.error, "errorTime": err.error_time_secs, "errorHost": err.host or "",
             "errorPort": err.port, "errorLapsedSecs": max(0, now_secs - (err.error_time_secs or now_secs))}
 
@@ -202,7 +206,8 @@ def topology_page(info: Any, topology: Any | None, conf_json: str | None, window
         "tasksTotal": sum(c.num_tasks for c in comps.values()),
         "executorsTotal": len(executors) or sum(c.num_executors for c in comps.values()),
         "workersTotal": len({(ex.host, ex.port) for ex in executors}),
-        "msgTimeout": conf.get("topology.message.timeout.secs"),
+        # The stored conf holds only what the topology set; the rest is the cluster default.
+        "msgTimeout": conf.get(TOPOLOGY_MESSAGE_TIMEOUT_SECS.name, TOPOLOGY_MESSAGE_TIMEOUT_SECS.default),
         "window": window,
         "windowHint": window_hint(window),
         "topologyStats": topology_stats,
@@ -266,6 +271,7 @@ def _positive_int(value: Any, what: str) -> int:
 
 
 def kill_options(wait_text: str) -> Any:
+    """KillOptions from the ``/kill/<wait-secs>`` path segment."""
     return storm.KillOptions(wait_secs=parse_wait_secs(wait_text))
 
 

@@ -157,11 +157,13 @@ def aggregate(executors: Iterable[Any], window: str, include_sys: bool = False) 
 
 
 def spout_stats(totals: Totals) -> dict[str, Any]:
+    """The numbers Storm shows for a spout (a row of spouts, spoutSummary or executorStats)."""
     return {"emitted": totals.emitted, "transferred": totals.transferred, "acked": totals.acked,
             "failed": totals.failed, "completeLatency": totals.latency("complete")}
 
 
 def bolt_stats(totals: Totals) -> dict[str, Any]:
+    """The numbers Storm shows for a bolt (a row of bolts, boltStats or executorStats)."""
     return {"emitted": totals.emitted, "transferred": totals.transferred, "acked": totals.acked,
             "failed": totals.failed, "executed": totals.executed,
             "processLatency": totals.latency("process"), "executeLatency": totals.latency("execute"),

@@ -86,7 +86,7 @@ def test_topology_stats_has_one_row_per_window_with_spout_acks() -> None:
                                  "transferred": 4120, "acked": 400, "failed": 2, "completeLatency": "25.000"}
     assert (rows["600"]["emitted"], rows["600"]["acked"]) == (520, 40)
     assert doc["spouts"][0]["emitted"] == 400        # component rows follow the requested window
-    assert doc["windowHint"] == "10m 0s" and doc["configuration"] == {} and doc["msgTimeout"] is None
+    assert doc["windowHint"] == "10m 0s" and doc["configuration"] == {} and doc["msgTimeout"] == 30   # the default
 
 
 def test_topology_page_with_sys_shows_acker_and_system_streams() -> None:
