@@ -110,7 +110,8 @@ class Worker:
         self.plan = self._load_plan()
         self.reporter = ErrorReporter(self._write_error, self.host, self.port).start()
         self.transfer = ZmqTransfer(self.host, self.port, report_error=self._transfer_error,
-                                    serialization=from_conf(self.plan.conf))
+                                    serialization=from_conf(self.plan.conf)
+                                    if self.plan.conf.get(C.TOPOLOGY_SERIALIZERS.name) else None)
         self.transfer.bind()
         self._routes = task_routes(assignment)
         self.transfer.update_routes(self._routes)
