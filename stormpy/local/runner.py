@@ -65,7 +65,9 @@ class LocalTopology:
             self.conf = merged_conf(conf, topology_conf, user_overrides)
             self.conf["topology.name"] = name
             topology = compile_topology(topology_cls, self.conf)
-            validate_topology(topology, self.conf)
+            # Validated with the conf the user wrote (topology config and overrides), as a
+            # submit would send it; defaults are filled in by build_plan.
+            validate_topology(topology, {**topology_conf, **dict(user_overrides or {})})
         except storm.InvalidTopologyException as exc:
             raise _invalid(exc) from None
         self.name = name

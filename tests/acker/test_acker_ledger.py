@@ -1,0 +1,77 @@
+"""Pure tests of the XOR ledger and the rotating map (no threads, no clock)."""
+from __future__ import annotations
+
+import random
+
+from stormpy.acker.ledger import ACKED, FAILED, Ledger, RotatingMap
+
+
+def test_seed_tree_example_completes_only_on_last_leaf() -> None:
+    # seed 000, section 4.2: spout task 1 emits tuple 1 to bolt1 (task 2), which emits 11 and 12
+    # to bolt11 (task 3) and bolt12 (task 4); with random ids instead of 1/11/12.
+    ledger = Ledger()
+    root, e1, e11, e12 = (random.getrandbits(64) for _ in range(4))
+    assert ledger.init(root, e1, spout_task=1) is None            # acker holds 0 ^ e1
+    assert ledger.ack(root, e1 ^ e11 ^ e12) is None              # bolt1 acks tuple 1, anchors 11 and 12
+    assert ledger.ack(root, e11) is None                           # bolt11 acks: e12 still open
+    assert ledger.ack(root, e12) == (ACKED, 1)                     # bolt12 acks: value is 0
+    assert len(ledger) == 0
+
+
+def test_acks_may_overtake_the_init() -> None:
+    ledger = Ledger()
+    root, e1, e2 = 7, 0xABC, 0x123
+    assert ledger.ack(root, e1 ^ e2) is None
+    assert ledger.ack(root, e2) is None
+    assert ledger.init(root, e1, spout_task=5) == (ACKED, 5)
+
+
+def test_explicit_fail_tells_the_spout_once_its_task_is_known() -> None:
+    ledger = Ledger()
+    assert ledger.fail(42) is None
+    assert ledger.init(42, 99, spout_task=3) == (FAILED, 3)
+    assert ledger.init(43, 99, spout_task=3) is None
+    assert ledger.fail(43) == (FAILED, 3)
+    assert len(ledger) == 0
+
+
+def test_rotation_expires_open_trees_after_buckets_minus_one_rotations() -> None:
+    ledger = Ledger(num_buckets=3)
+    ledger.init(1, 5, spout_task=9)
+    assert ledger.rotate() == []
+    ledger.init(2, 5, spout_task=9)
+    assert ledger.rotate() == []
+    assert ledger.rotate() == [1]
+    assert ledger.rotate() == [2]
+    assert len(ledger) == 0
+
+
+def test_rotating_map_updates_in_place_and_pops() -> None:
+    rmap: RotatingMap[int, list[int]] = RotatingMap(2)
+    rmap.put(1, [1])
+    rmap.put(1, [2])
+    assert rmap.get(1) == [2]
+    assert rmap.rotate() == []
+    assert rmap.rotate() == [(1, [2])]
+    rmap.put(3, [3])
+    assert rmap.pop(3) == [3]
+    assert rmap.rotate() == [] and len(rmap) == 0
+
+
+def test_many_random_trees_complete_in_any_order() -> None:
+    rng = random.Random(1)
+    ledger = Ledger()
+    done = []
+    for root in range(200):
+        edges = [rng.getrandbits(64) for _ in range(rng.randint(1, 6))]
+        init = 0
+        for e in edges:
+            init ^= e
+        messages = [("init", init)] + [("ack", e) for e in edges]
+        rng.shuffle(messages)
+        for kind, value in messages:
+            result = ledger.init(root, value, 1) if kind == "init" else ledger.ack(root, value)
+            if result:
+                done.append((root, result))
+    assert [r for r, _ in done] == list(range(200))
+    assert all(result == (ACKED, 1) for _, result in done)

@@ -1,0 +1,321 @@
+"""The user API with real executor threads: streams, direct grouping, ticks, batching, errors."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import msgpack
+
+from stormpy import BatchingBolt, Bolt, Grouping, Spout, Stream, TicklessBatchingBolt, Topology
+from stormpy.thrift import deserialize, serialize, storm
+
+STATE: dict[str, Any] = {}
+
+
+def reset(**values: Any) -> None:
+    STATE.clear()
+    STATE.update(acked=[], failed=[], got=defaultdict(list), lock=threading.Lock(), **values)
+
+
+def record(key: Any, value: Any) -> None:
+    with STATE["lock"]:
+        STATE["got"][key].append(value)
+
+
+class CountingSpout(Spout):
+    """Emits 0..count-1 (tracked), replaying failures."""
+
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.next_id = 0
+        self.replays: list[int] = []
+        STATE.setdefault("spout_conf", stormconf)
+
+    def next_tuple(self) -> None:
+        if self.replays:
+            n = self.replays.pop()
+        elif self.next_id < STATE["count"]:
+            n, self.next_id = self.next_id, self.next_id + 1
+        else:
+            return
+        self.emit([n], tup_id=n)
+
+    def ack(self, tup_id: Any) -> None:
+        STATE["acked"].append(tup_id)
+
+    def fail(self, tup_id: Any) -> None:
+        STATE["failed"].append(tup_id)
+        self.replays.append(tup_id)
+
+
+# ---------------------------------------------------------------- streams and groupings
+
+class Router(Bolt):
+    outputs = [Stream(["n", "parity"], name="even"), Stream(["n"], name="odd", direct=True)]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.odd_tasks = context.get_component_tasks("odd")
+
+    def process(self, tup: Any) -> None:
+        n = tup.values.n
+        if n % 2:
+            target = self.odd_tasks[n % len(self.odd_tasks)]
+            got = self.emit([n], stream="odd", direct_task=target, need_task_ids=True)
+            record("direct_ids", (n, tuple(got)))
+        else:
+            self.emit([n, "even"], stream="even")
+
+
+class Recorder(Bolt):
+    outputs: list[str] = []
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.key = (context.component_id, context.task_id)
+
+    def process(self, tup: Any) -> None:
+        assert tup.values[0] == tup.values.n
+        record(self.key, (tup.stream, tup.component, tup.values.n))
+
+
+class StreamsTopology(Topology):
+    spout = CountingSpout.spec()
+    router = Router.spec(inputs=[spout], par=2)
+    odd = Recorder.spec(inputs={router["odd"]: Grouping.DIRECT}, par=3)
+    everyone = Recorder.spec(inputs={router["even"]: Grouping.ALL}, par=2)
+    lowest = Recorder.spec(inputs={router["even"]: Grouping.GLOBAL}, par=3)
+
+
+def test_named_streams_direct_all_and_global(local_topology: Any, waiter: Any) -> None:
+    reset(count=60)
+    local = local_topology(StreamsTopology)
+    waiter(lambda: len(STATE["acked"]) == 60, 30, "60 acked tuples")
+    got = STATE["got"]
+    odd_tasks = local.plan.components["odd"].tasks
+    for task in odd_tasks:
+        values = [v for _s, _c, v in got[("odd", task)]]
+        assert values and all(odd_tasks[v % 3] == task for v in values), "direct emit reached the wrong task"
+        assert all(s == "odd" and c == "router" for s, c, _v in got[("odd", task)])
+    assert all(ids == (odd_tasks[n % 3],) for n, ids in got["direct_ids"]), "need_task_ids mismatch"
+    evens = sorted(range(0, 60, 2))
+    for task in local.plan.components["everyone"].tasks:
+        assert sorted(v for _s, _c, v in got[("everyone", task)]) == evens, "all grouping missed a task"
+    lowest = local.plan.components["lowest"].tasks
+    assert sorted(v for _s, _c, v in got[("lowest", min(lowest))]) == evens
+    assert all(not got[("lowest", t)] for t in lowest if t != min(lowest)), "global grouping used a higher task"
+
+
+# ---------------------------------------------------------------- ticks
+
+class TickCounter(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        pass
+
+    def process_tick(self, tup: Any) -> None:
+        assert tup.stream == "__tick" and tup.component == "__system"
+        record("ticks", time.monotonic())
+
+
+class TickTopology(Topology):
+    spout = CountingSpout.spec()
+    ticker = TickCounter.spec(inputs=[spout], config={"topology.tick.tuple.freq.secs": 0.2})
+
+
+def test_tick_tuples_arrive_at_the_configured_rate(local_topology: Any, waiter: Any) -> None:
+    reset(count=0)
+    started = time.monotonic()
+    local_topology(TickTopology)
+    waiter(lambda: len(STATE["got"]["ticks"]) >= 4, 20, "four tick tuples")
+    elapsed = time.monotonic() - started
+    # Ticks are never early: at most one per 0.2 s since start (plus one for rounding).
+    assert len(STATE["got"]["ticks"]) <= elapsed / 0.2 + 1
+
+
+# ---------------------------------------------------------------- batching bolts
+
+class SizeBatcher(BatchingBolt):
+    outputs = ["size"]
+    secs_between_batches = 60
+    batch_size = 10
+
+    def process_batch(self, key: Any, tups: list[Any]) -> None:
+        record("batches", [t.values.n for t in tups])
+        self.emit([len(tups)])  # anchored to the whole batch
+
+
+class KeyBatcher(TicklessBatchingBolt):
+    outputs: list[str] = []
+    secs_between_batches = 0.1
+
+    def group_key(self, tup: Any) -> Any:
+        return tup.values.n % 3
+
+    def process_batch(self, key: Any, tups: list[Any]) -> None:
+        record("keyed", (key, [t.values.n for t in tups]))
+
+
+class SizeRecorder(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        record("sizes", tup.values.size)
+
+
+class BatchTopology(Topology):
+    spout = CountingSpout.spec()
+    sized = SizeBatcher.spec(inputs=[spout])
+    sizes = SizeRecorder.spec(inputs=[sized])
+    keyed = KeyBatcher.spec(inputs=[spout])
+
+
+def test_batching_bolts_batch_by_size_time_key_and_flush_at_shutdown(local_topology: Any, waiter: Any) -> None:
+    reset(count=95)
+    local = local_topology(BatchTopology)
+    waiter(lambda: len(STATE["got"]["batches"]) >= 9, 30, "nine full batches")
+    assert all(len(b) == 10 for b in STATE["got"]["batches"])
+    waiter(lambda: sum(len(v) for _k, v in STATE["got"]["keyed"]) == 95, 30, "time-driven keyed batches")
+    assert all(all(n % 3 == key for n in ns) for key, ns in STATE["got"]["keyed"])
+    waiter(lambda: len(STATE["acked"]) == 90, 30, "the 90 tuples of full batches acked")
+    assert set(STATE["acked"]).isdisjoint(range(90, 95)), "tuples of the unflushed batch must not be acked yet"
+    local.stop(drain_secs=20)
+    assert sorted(n for b in STATE["got"]["batches"] for n in b) == list(range(95))
+    assert sorted(STATE["acked"]) == list(range(95)), "every tuple acked once its batch ran"
+    assert sorted(STATE["got"]["sizes"]) == [5] + [10] * 9
+
+
+class FailingBatcher(BatchingBolt):
+    outputs: list[str] = []
+    secs_between_batches = 0.1
+
+    def process_batch(self, key: Any, tups: list[Any]) -> None:
+        if STATE.setdefault("batch_failures", 0) < 1:
+            STATE["batch_failures"] += 1
+            raise RuntimeError("batch write failed")
+        record("written", [t.values.n for t in tups])
+
+
+class FailingBatchTopology(Topology):
+    spout = CountingSpout.spec()
+    batcher = FailingBatcher.spec(inputs=[spout])
+
+
+def test_failing_batch_fails_its_tuples_and_reports(local_topology: Any, waiter: Any) -> None:
+    reset(count=20)
+    local = local_topology(FailingBatchTopology, **{"topology.max.spout.pending": 20})
+    waiter(lambda: sorted(STATE["acked"]) == list(range(20)), 30, "all 20 acked after the replay")
+    assert STATE["failed"], "the failed batch's tuples must reach fail()"
+    errors = local.reporter.errors.get("batcher")
+    assert errors and "batch write failed" in errors[0][2]
+
+
+# ---------------------------------------------------------------- errors in user code
+
+class Crashy(Bolt):
+    """Raises once on 13 in process and once in initialize of its first re-creation."""
+
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        STATE["inits"] = STATE.get("inits", 0) + 1
+        if STATE["inits"] == 2:
+            raise ValueError("initialize exploded")
+
+    def process(self, tup: Any) -> None:
+        if tup.values.n == 13 and not STATE.get("crashed"):
+            STATE["crashed"] = True
+            raise RuntimeError("boom on 13")
+        record("crashy", tup.values.n)
+
+
+class Steady(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        record("steady", tup.values.n)
+
+
+class CrashTopology(Topology):
+    spout = CountingSpout.spec()
+    crashy = Crashy.spec(inputs=[spout])
+    steady = Steady.spec(inputs=[spout])
+
+
+def test_exception_in_user_code_restarts_the_task_and_replays(local_topology: Any, waiter: Any) -> None:
+    reset(count=50)
+    local = local_topology(CrashTopology, **{"topology.task.restart.backoff.secs": 0.1})
+    waiter(lambda: sorted(STATE["acked"]) == list(range(50)), 60, "all 50 tuples acked after restarts")
+    assert 13 in STATE["failed"], "the tuple in hand when process raised must fail"
+    assert STATE["inits"] >= 3, "the task should be re-created after both errors"
+    assert sorted(set(STATE["got"]["steady"])) == list(range(50))
+    texts = [text for _t, _task, text in local.reporter.errors["crashy"]]
+    assert any("boom on 13" in t for t in texts) and any("initialize exploded" in t for t in texts)
+
+
+class Opaque:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+class OpaqueSerializer:
+    def serialize(self, obj: Opaque) -> bytes:
+        return msgpack.packb(obj.value)
+
+    def deserialize(self, data: bytes) -> Opaque:
+        return Opaque(msgpack.unpackb(data))
+
+
+class OpaqueBolt(Bolt):
+    outputs = ["thing"]
+
+    def process(self, tup: Any) -> None:
+        self.emit([Opaque(tup.values.n)])
+
+
+class ThingSink(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        record("things", tup.values.thing.value)
+
+
+class OpaqueTopology(Topology):
+    spout = CountingSpout.spec()
+    maker = OpaqueBolt.spec(inputs=[spout])
+    sink = ThingSink.spec(inputs=[maker])
+
+
+def test_unserializable_value_is_a_reported_error_naming_its_type(local_topology: Any, waiter: Any) -> None:
+    reset(count=3)
+    local = local_topology(OpaqueTopology, **{"topology.task.restart.backoff.secs": 0.1,
+                                              "topology.message.timeout.secs": 60})
+    waiter(lambda: local.reporter.errors.get("maker"), 20, "the serialization error report")
+    assert "Opaque" in local.reporter.errors["maker"][0][2]
+    assert STATE["got"]["things"] == []
+
+
+def test_registered_serializer_lets_the_value_through(local_topology: Any, waiter: Any) -> None:
+    reset(count=5)
+    serializers = {"Opaque": f"{__name__}:OpaqueSerializer"}
+    local = local_topology(OpaqueTopology, **{"topology.serializers": serializers})
+    waiter(lambda: sorted(STATE["acked"]) == list(range(5)), 20, "five acked tuples")
+    assert sorted(STATE["got"]["things"]) == list(range(5))
+    assert not local.reporter.errors
+
+
+def test_user_config_keys_reach_stormconf_and_stats_convert_to_thrift(local_topology: Any, waiter: Any) -> None:
+    reset(count=10)
+    local = local_topology(TickTopology, **{"my.own.key": [1, 2]})
+    waiter(lambda: len(STATE["acked"]) == 10, 20, "ten acked tuples")
+    assert STATE["spout_conf"]["my.own.key"] == [1, 2]
+    stats = local.runtime.thrift_stats()
+    assert len(stats) == len(local.plan.executors())
+    for info, executor_stats in stats.items():
+        again = deserialize(storm.ExecutorStats, serialize(executor_stats))
+        assert set(again.emitted) == {"600", "10800", "86400", ":all-time"}
+    spout_entry = next(v for v in local.runtime.stats().values() if v["component"] == "spout")
+    assert spout_entry["acked"]["default"] == 10
+    assert spout_entry["complete_ms_avg"]["default"] >= 0

@@ -1,0 +1,209 @@
+"""Acking end to end with real executor threads: tuple trees, fail, timeout, pending, replay."""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from stormpy import Bolt, Grouping, Spout, Topology
+
+# Components run on executor threads; tests read what they record here.
+STATE: dict[str, Any] = {}
+
+
+def reset(**values: Any) -> None:
+    STATE.clear()
+    STATE.update(acked=[], failed=[], emitted=[], lock=threading.Lock(), **values)
+
+
+class ListSpout(Spout):
+    """Emits ids 0..STATE['count']-1 once each (replays failures when STATE['replay'])."""
+
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.next_id = 0
+        self.replays: list[int] = []
+
+    def next_tuple(self) -> None:
+        if self.replays:
+            n = self.replays.pop()
+        elif self.next_id < STATE["count"]:
+            n = self.next_id
+            self.next_id += 1
+        else:
+            return
+        STATE["emitted"].append(n)
+        self.emit([n], tup_id=n)
+
+    def ack(self, tup_id: Any) -> None:
+        STATE["acked"].append(tup_id)
+
+    def fail(self, tup_id: Any) -> None:
+        STATE["failed"].append(tup_id)
+        if STATE.get("replay"):
+            self.replays.append(tup_id)
+
+
+# ---------------------------------------------------------------- the seed's tree example
+
+class Bolt1(Bolt):
+    outputs = ["n"]
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup.values.n])
+
+
+class HoldingLeaf(Bolt):
+    """Holds its tuples until the test sets STATE['release'][component]; acks from its timer."""
+
+    outputs: list[str] = []
+    auto_ack = False
+    timer_interval_secs = 0.02
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.name = context.component_id
+        self.held: list[Any] = []
+
+    def process(self, tup: Any) -> None:
+        self.held.append(tup)
+        STATE["holding"][self.name] = len(self.held)
+
+    def on_timer(self) -> None:
+        if STATE["release"][self.name].is_set() and self.held:
+            for tup in self.held:
+                self.ack(tup)
+            self.held.clear()
+            STATE["released"][self.name] = True
+
+
+class TreeTopology(Topology):
+    spout = ListSpout.spec()
+    bolt1 = Bolt1.spec(inputs=[spout])
+    bolt11 = HoldingLeaf.spec(inputs=[bolt1])
+    bolt12 = HoldingLeaf.spec(inputs=[bolt1])
+
+
+def test_seed_tree_completes_only_when_the_last_leaf_acks(local_topology: Any, waiter: Any) -> None:
+    reset(count=1, holding={}, released={},
+          release={"bolt11": threading.Event(), "bolt12": threading.Event()})
+    local_topology(TreeTopology, **{"topology.acker.executors": 2})
+    waiter(lambda: len(STATE["holding"]) == 2, 20, "both leaves to hold the tuple")
+    time.sleep(0.2)
+    assert STATE["acked"] == [], "acked before any leaf acked"
+    STATE["release"]["bolt11"].set()
+    waiter(lambda: STATE["released"].get("bolt11"), 20, "bolt11 to ack")
+    time.sleep(0.3)
+    assert STATE["acked"] == [], "acked although bolt12 still holds its tuple"
+    STATE["release"]["bolt12"].set()
+    waiter(lambda: STATE["acked"] == [0], 20, "the spout's ack after the last leaf acked")
+    assert STATE["failed"] == []
+
+
+# ---------------------------------------------------------------- explicit fail, timeout
+
+class FailEvens(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        if tup.values.n % 2 == 0:
+            self.fail(tup)
+
+
+class FailTopology(Topology):
+    spout = ListSpout.spec()
+    judge = FailEvens.spec(inputs=[spout], par=2)
+
+
+def test_explicit_fail_reaches_spout_fail(local_topology: Any, waiter: Any) -> None:
+    reset(count=40)
+    local_topology(FailTopology)
+    waiter(lambda: len(STATE["acked"]) + len(STATE["failed"]) == 40, 20, "40 acks and fails")
+    assert sorted(STATE["failed"]) == list(range(0, 40, 2))
+    assert sorted(STATE["acked"]) == list(range(1, 40, 2))
+
+
+class BlackHole(Bolt):
+    """Never acks (auto_ack off), so trees can only time out."""
+
+    outputs: list[str] = []
+    auto_ack = False
+
+    def process(self, tup: Any) -> None:
+        STATE.setdefault("swallowed", []).append(tup.values.n)
+
+
+class TimeoutTopology(Topology):
+    spout = ListSpout.spec()
+    hole = BlackHole.spec(inputs=[spout])
+
+
+def test_timeout_reaches_spout_fail(local_topology: Any, waiter: Any) -> None:
+    reset(count=3)
+    local_topology(TimeoutTopology, **{"topology.message.timeout.secs": 1})
+    waiter(lambda: sorted(STATE["failed"]) == [0, 1, 2], 30, "three timed-out trees failed")
+    assert STATE["acked"] == []
+
+
+def test_max_spout_pending_holds(local_topology: Any, waiter: Any) -> None:
+    reset(count=1000)
+    local_topology(TimeoutTopology, **{"topology.max.spout.pending": 7, "topology.message.timeout.secs": 120})
+    waiter(lambda: len(STATE["emitted"]) >= 7, 20, "7 pending tuples")
+    time.sleep(0.5)
+    assert len(STATE["emitted"]) == 7, "the spout emitted beyond topology.max.spout.pending"
+    assert len(STATE.get("swallowed", [])) == 7
+
+
+def test_no_ackers_means_spout_ack_at_once(local_topology: Any, waiter: Any) -> None:
+    reset(count=25)
+    local = local_topology(TimeoutTopology, **{"topology.acker.executors": 0})
+    assert local.plan.acker_tasks == []
+    waiter(lambda: len(STATE["acked"]) == 25, 20, "25 immediate acks without ackers")
+    assert STATE["failed"] == []
+
+
+# ---------------------------------------------------------------- 5% failures, replaying spout
+
+class FlakyBolt(Bolt):
+    """Fails about 5% of its tuples (explicitly); passes the rest on."""
+
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.rng = random.Random(context.task_id)
+
+    def process(self, tup: Any) -> None:
+        if self.rng.random() < 0.05:
+            self.fail(tup)
+            return
+        self.emit([tup.values.n])
+
+
+class Sink(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        with STATE["lock"]:
+            STATE["sunk"][tup.values.n] += 1
+
+
+class FlakyTopology(Topology):
+    config = {"topology.max.spout.pending": 300}
+    spout = ListSpout.spec(par=2)
+    flaky = FlakyBolt.spec(inputs={spout: Grouping.SHUFFLE}, par=2)
+    sink = Sink.spec(inputs={flaky: Grouping.fields("n")}, par=2)
+
+
+def test_failing_five_percent_still_acks_every_tuple_exactly_once(local_topology: Any, waiter: Any) -> None:
+    reset(count=2000, replay=True, sunk=Counter())
+    # Two spout tasks each emit ids 0..1999: count per (id) must be exactly 2 acks.
+    local_topology(FlakyTopology)
+    waiter(lambda: len(STATE["acked"]) >= 4000, 90, "4000 acked tuples")
+    time.sleep(0.2)
+    acks = Counter(STATE["acked"])
+    assert len(STATE["acked"]) == 4000
+    assert set(acks.values()) == {2}, "a tuple was acked more than once per spout task"
+    assert STATE["failed"], "the flaky bolt should have failed some tuples"
+    assert set(STATE["sunk"]) == set(range(2000))
