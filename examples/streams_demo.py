@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import Counter
 
 from stormpy import Bolt, Grouping, Spout, Stream, Topology
@@ -51,7 +52,9 @@ class RouterBolt(Bolt):
                 self.even_routes[task] += 1
 
     def close(self):
-        print(f"router task: even numbers per even_sink task {dict(self.even_routes)}", flush=True)
+        # One write call: tasks close on different threads at the same time.
+        sys.stdout.write(f"router task: even numbers per even_sink task {dict(self.even_routes)}\n")
+        sys.stdout.flush()
 
 
 class SinkBolt(Bolt):
@@ -70,7 +73,9 @@ class SinkBolt(Bolt):
         self.logger.info("%s: %d tuples after %d ticks", self.name, self.count, self.ticks)
 
     def close(self):
-        print(f"{self.name}: {self.count} tuples, {self.ticks} ticks", flush=True)
+        # One write call: tasks close on different threads at the same time.
+        sys.stdout.write(f"{self.name}: {self.count} tuples, {self.ticks} ticks\n")
+        sys.stdout.flush()
 
 
 class StreamsDemo(Topology):

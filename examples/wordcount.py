@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -71,7 +72,9 @@ class CountBolt(Bolt):
     def close(self):
         total = sum(self.counts.values())
         top = ", ".join(f"{w}={n}" for w, n in self.counts.most_common(self.top))
-        print(f"count task {self.task_id}: {total} words, {len(self.counts)} distinct; top: {top}", flush=True)
+        # One write call: tasks close on different threads at the same time.
+        sys.stdout.write(f"count task {self.task_id}: {total} words, {len(self.counts)} distinct; top: {top}\n")
+        sys.stdout.flush()
 
 
 class WordCount(Topology):
