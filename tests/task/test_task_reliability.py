@@ -207,3 +207,51 @@ def test_failing_five_percent_still_acks_every_tuple_exactly_once(local_topology
     assert set(acks.values()) == {2}, "a tuple was acked more than once per spout task"
     assert STATE["failed"], "the flaky bolt should have failed some tuples"
     assert set(STATE["sunk"]) == set(range(2000))
+
+
+# ---------------------------------------------------------------- backpressure
+
+class EndlessSpout(Spout):
+    """Unanchored and unlimited: only backpressure can hold it back."""
+
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.n = 0
+
+    def next_tuple(self) -> None:
+        self.n += 1
+        STATE["emitted_count"] = self.n
+        self.emit([self.n])
+
+
+class SlowBolt(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        time.sleep(0.0005)
+        STATE["processed"] = STATE.get("processed", 0) + 1
+
+
+class BackpressureTopology(Topology):
+    spout = EndlessSpout.spec()
+    slow = SlowBolt.spec(inputs=[spout])
+
+
+def test_backpressure_stops_the_spout_while_a_receiver_is_over_its_watermark(local_topology: Any,
+                                                                             waiter: Any) -> None:
+    reset()
+    local = local_topology(BackpressureTopology, **{"topology.executor.receive.buffer.size": 200,
+                                                    "topology.transfer.batch.size": 20,
+                                                    "topology.acker.executors": 0})
+    slow = next(e for e in local.runtime.executors.values() if e.component_id == "slow")
+    peak = 0
+    waiter(lambda: STATE.get("processed", 0) >= 300, 60, "the slow bolt to process 300 tuples")
+    for _ in range(50):
+        peak = max(peak, slow.queued)
+        time.sleep(0.01)
+    # Without backpressure the spout would have queued tens of thousands by now. The bound is
+    # the watermark plus what a spout emits before it checks again (one round of next_tuple
+    # calls and one batch per destination).
+    assert peak <= 200 + 64 + 20 + 20, f"receive queue grew to {peak}"
+    assert STATE["emitted_count"] - STATE["processed"] <= 200 + 64 + 40 + 20
