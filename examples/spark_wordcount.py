@@ -111,7 +111,7 @@ class WindowCountSink(SparkSinkBolt):
                   .count()
                   .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
                           "word", "count", F.lit(batch_id).alias("batch_id")))
-        self.sink.write(counts)  # the built-in writer: parquet, append, at self.path
+        self.write(spark, counts, batch_id)  # the built-in writer: parquet, append, at self.path
 
     def close(self) -> None:
         rows = int(self.metrics.get("rows", 0))

@@ -1,4 +1,4 @@
-"""The Spark sink's settings: read once from the component config, validated, and the built-in writer.
+"""The Spark sink's settings: read once from the component config and validated before any batch.
 
 Pure Python without a PySpark import, so topology validation and tests can use it cheaply.
 Precedence for every setting: a value set in the config (topology config <- component config
@@ -49,18 +49,6 @@ class SinkSettings:
     def describe(self) -> str:
         target = f"table {self.table}" if self.table else f"{self.format} at {self.path}"
         return f"{target} (mode {self.mode})" if self.has_writer else "handle_batch"
-
-    def write(self, df: Any) -> None:
-        """Write one batch's DataFrame with the built-in writer; returns when Spark has finished."""
-        writer = df.write.format(self.format).mode(self.mode)
-        if self.options:
-            writer = writer.options(**self.options)
-        if self.partition_by:
-            writer = writer.partitionBy(*self.partition_by)
-        if self.table:
-            writer.saveAsTable(self.table)
-        else:
-            writer.save(self.path)
 
 
 def _is_set(value: Any) -> bool:

@@ -26,6 +26,7 @@ from stormpy.config import ConfigError
 from stormpy.spark.convert import BatchConversionError, RowConverter, parse_schema
 from stormpy.spark.session import acquire_session, release_session
 from stormpy.spark.settings import SinkSettings, sink_settings
+from stormpy.spark.writer import write_batch
 from stormpy.task.component import BatchingBolt
 from stormpy.task.tuple import Tuple
 
@@ -150,7 +151,16 @@ class SparkSinkBolt(BatchingBolt):
         Override for aggregations, joins or other systems; return only when the work is done
         (the tuples are acked then), raise to fail the whole batch.
         """
-        self.sink.write(df)
+        self.write(spark, df, batch_id)
+
+    def write(self, spark: Any, df: Any, batch_id: int) -> None:
+        """Write ``df`` with the built-in writer (``spark.sink.path``/``format``/``table``...).
+
+        For ``handle_batch`` overrides that transform the batch and then store the result.
+        """
+        if not self.sink.has_writer:
+            raise ConfigError(f"{type(self).__name__}.write needs spark.sink.path or spark.sink.table")
+        write_batch(spark, df, self.sink, f"task{self._task_id}-batch{batch_id}")
 
     # ------------------------------------------------------------ Spark
     def spark(self) -> Any:

@@ -14,6 +14,7 @@ from stormpy.spark import session as spark_session
 from stormpy.spark.convert import BatchConversionError, RowConverter, parse_schema
 from stormpy.spark.session import session_settings
 from stormpy.spark.settings import sink_settings
+from stormpy.spark.writer import STAGING_DIR, write_batch
 
 SPARK_TEST_CONF = {
     "spark.master": "local[2]",
@@ -146,8 +147,8 @@ def test_builtin_writer_appends_batches_in_each_format(spark: Any, tmp_path: Pat
     settings = sink_settings({"spark.sink.path": str(out), "spark.sink.format": fmt,
                               "spark.sink.options": {"header": True} if fmt == "csv" else None})
     converter = RowConverter(["word", "count"], parse_schema(spark, "word STRING, count BIGINT"))
-    settings.write(converter.to_dataframe(spark, [("a", 1), ("b", 2)]))
-    settings.write(converter.to_dataframe(spark, [("c", 3)]))
+    write_batch(spark, converter.to_dataframe(spark, [("a", 1), ("b", 2)]), settings, "t1-b1")
+    write_batch(spark, converter.to_dataframe(spark, [("c", 3)]), settings, "t1-b2")
     reader = spark.read.schema("word STRING, count BIGINT")
     if fmt == "csv":
         reader = reader.option("header", True)
@@ -159,10 +160,45 @@ def test_builtin_writer_partitions_and_saves_tables(spark: Any, tmp_path: Path) 
     out = tmp_path / "parts"
     converter = RowConverter(["day", "word", "count"])
     df = converter.to_dataframe(spark, [("mon", "a", 1), ("tue", "b", 2), ("mon", "c", 3)])
-    sink_settings({"spark.sink.path": str(out), "spark.sink.partition.by": ["day"]}).write(df)
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["day=mon", "day=tue"]
-    sink_settings({"spark.sink.table": "sink_test_counts"}).write(df)
-    sink_settings({"spark.sink.table": "sink_test_counts"}).write(df)
+    write_batch(spark, df, sink_settings({"spark.sink.path": str(out), "spark.sink.partition.by": ["day"]}), "t1-b1")
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [STAGING_DIR, "day=mon", "day=tue"]
+    assert not any((out / STAGING_DIR).iterdir()), "the batch's staging directory was left behind"
+    back = spark.read.parquet(str(out))
+    assert sorted((r["day"], r["word"]) for r in back.collect()) == [("mon", "a"), ("mon", "c"), ("tue", "b")]
+    table = sink_settings({"spark.sink.table": "sink_test_counts"})
+    write_batch(spark, df, table, "t1-b2")
+    write_batch(spark, df, table, "t1-b3")
     total = spark.sql("SELECT SUM(count) AS total FROM sink_test_counts").collect()[0].total
     assert total == 12
     spark.sql("DROP TABLE sink_test_counts")
+
+
+def test_concurrent_appends_to_one_path_do_not_break_each_other(spark: Any, tmp_path: Path) -> None:
+    """Two sinks appending at once: Spark's shared _temporary dir would lose files without staging."""
+    import threading
+
+    out = tmp_path / "shared"
+    settings = sink_settings({"spark.sink.path": str(out)})
+    schema = parse_schema(spark, "task INT, batch INT, n BIGINT")
+    errors: list[BaseException] = []
+
+    def sink(task: int) -> None:
+        converter = RowConverter(["task", "batch", "n"], schema)
+        try:
+            for batch in range(4):
+                rows = [(task, batch, n) for n in range(50)]
+                write_batch(spark, converter.to_dataframe(spark, rows), settings, f"task{task}-batch{batch}")
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=sink, args=(task,), name=f"sink-{task}") for task in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a writer thread did not finish within 120 s"
+    assert errors == []
+    back = spark.read.parquet(str(out))
+    assert back.count() == 2 * 4 * 50
+    assert sorted(tuple(r) for r in back.groupBy("task", "batch").count().collect()) == [
+        (task, batch, 50) for task in (1, 2) for batch in range(4)]
