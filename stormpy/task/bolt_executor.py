@@ -278,6 +278,16 @@ class BoltExecutor(Executor):
             by_src = self._by_stream.setdefault(stream, {})
             for src_task in src_plan.tasks:
                 by_src[src_task] = (src_comp, cls, skey)
+        # The common case, one subscribed stream per source task, takes one dict get:
+        # src task -> (stream, component, values class, stats key).
+        self._single: dict[int, tuple[str, str, type, tuple[str, str]]] = {}
+        streams_of: dict[int, list[str]] = {}
+        for stream, by_src in self._by_stream.items():
+            for src_task in by_src:
+                streams_of.setdefault(src_task, []).append(stream)
+        for src_task, streams in streams_of.items():
+            if len(streams) == 1:
+                self._single[src_task] = (streams[0], *self._by_stream[streams[0]][src_task])
 
     def _setup_timers(self, now: float) -> None:
         freq = self.conf.get("topology.tick.tuple.freq.secs")
@@ -358,6 +368,7 @@ class BoltExecutor(Executor):
             self._on_raw_messages(task, batch_messages, messages)
             return
         by_stream = self._by_stream
+        single = self._single
         process = task.process
         auto_ack = task.auto_ack
         held = task.held
@@ -372,12 +383,16 @@ class BoltExecutor(Executor):
         try:
             for index, message in enumerate(messages):
                 stream, src, values, anchors = message
-                by_src = by_stream.get(stream)
-                info = by_src.get(src) if by_src is not None else None
-                if info is None:
-                    self._on_system(task, message)
-                    continue
-                component_id, cls, skey = info
+                fast = single.get(src)
+                if fast is not None and fast[0] == stream:
+                    _stream, component_id, cls, skey = fast
+                else:
+                    by_src = by_stream.get(stream)
+                    info = by_src.get(src) if by_src is not None else None
+                    if info is None:
+                        self._on_system(task, message)
+                        continue
+                    component_id, cls, skey = info
                 if skey is not tally[0]:
                     self._tally(tally, skey)
                 tup = Tuple(None, component_id, stream, src, _tuple_new(cls, values), anchors, 0.0, skey)
