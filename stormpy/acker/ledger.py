@@ -66,6 +66,12 @@ class RotatingMap(Generic[K, V]):
         for bucket in self._buckets:
             bucket.clear()
 
+    def compact(self) -> None:
+        """Drop removed keys from the generation lists (for maps that are never rotated)."""
+        values = self._values
+        for i, bucket in enumerate(self._buckets):
+            self._buckets[i] = [key for key in bucket if key in values]
+
     def rotate(self) -> list[tuple[K, V]]:
         """Start a new generation; return the (key, value) pairs of the oldest one."""
         oldest = self._buckets.pop()

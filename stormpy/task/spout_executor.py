@@ -224,6 +224,9 @@ class SpoutExecutor(Executor):
     def _setup_timers(self, now: float) -> None:
         if self.timeouts_enabled and self.num_ackers:
             self.add_timer(self.timeout_secs / (_TIMEOUT_BUCKETS - 1), self._expire, "timeouts")
+        elif self.num_ackers:
+            # Never rotated, so the generation lists would only grow: prune them now and then.
+            self.add_timer(30.0, self._compact_pending, "compact-pending")
 
     # ------------------------------------------------------------ acker answers
     def _on_messages(self, task: SpoutTask, messages: list[Any]) -> None:
@@ -269,6 +272,10 @@ class SpoutExecutor(Executor):
                 log.debug("spout %s task %d: %d tuple trees timed out", self.component_id, task.task_id, len(expired))
             for _root, entry in expired:
                 self._failed(task, entry)
+
+    def _compact_pending(self) -> None:
+        for task in self.tasks.values():
+            task.pending.compact()
 
     def _ack_now(self, task: SpoutTask) -> None:
         done = list(task.ack_now)

@@ -75,3 +75,15 @@ def test_many_random_trees_complete_in_any_order() -> None:
                 done.append((root, result))
     assert [r for r, _ in done] == list(range(200))
     assert all(result == (ACKED, 1) for _, result in done)
+
+
+def test_compact_keeps_live_keys_only() -> None:
+    rmap: RotatingMap[int, int] = RotatingMap(3)
+    for key in range(10):
+        rmap.put(key, key)
+    for key in range(0, 10, 2):
+        rmap.pop(key)
+    rmap.compact()
+    assert sum(len(b) for b in rmap._buckets) == 5
+    assert rmap.rotate() == [] and rmap.rotate() == []
+    assert [k for k, _ in rmap.rotate()] == [1, 3, 5, 7, 9]

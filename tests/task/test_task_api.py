@@ -319,3 +319,25 @@ def test_user_config_keys_reach_stormconf_and_stats_convert_to_thrift(local_topo
     spout_entry = next(v for v in local.runtime.stats().values() if v["component"] == "spout")
     assert spout_entry["acked"]["default"] == 10
     assert spout_entry["complete_ms_avg"]["default"] >= 0
+
+
+class CrashySpout(CountingSpout):
+    """Raises once in next_tuple after emitting 10 tuples; the re-created instance starts over."""
+
+    def next_tuple(self) -> None:
+        if self.next_id == 10 and not STATE.get("spout_crashed"):
+            STATE["spout_crashed"] = True
+            raise RuntimeError("spout broke")
+        super().next_tuple()
+
+
+class SpoutCrashTopology(Topology):
+    spout = CrashySpout.spec()
+    steady = Steady.spec(inputs=[spout])
+
+
+def test_spout_exception_restarts_the_spout(local_topology: Any, waiter: Any) -> None:
+    reset(count=30)
+    local = local_topology(SpoutCrashTopology, **{"topology.task.restart.backoff.secs": 0.1})
+    waiter(lambda: set(STATE["acked"]) == set(range(30)), 30, "the restarted spout's 30 tuples acked")
+    assert any("spout broke" in text for _t, _task, text in local.reporter.errors["spout"])
