@@ -24,7 +24,7 @@ import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable
-from queue import Empty, SimpleQueue
+from queue import SimpleQueue
 from typing import Any
 
 from stormpy.serialization import from_conf
