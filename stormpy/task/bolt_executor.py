@@ -378,8 +378,9 @@ class BoltExecutor(Executor):
         now = time.monotonic()
         sample = self._sample
         index = 0
-        # executed/acked are tallied per run of equal stats keys, not per tuple
-        tally: list[Any] = [None, 0, 0]
+        # executed/acked are counted per run of equal stats keys, not per tuple
+        cur_key: Any = None
+        n_exec = n_ack = 0
         try:
             for index, message in enumerate(messages):
                 stream, src, values, anchors = message
@@ -393,8 +394,9 @@ class BoltExecutor(Executor):
                         self._on_system(task, message)
                         continue
                     component_id, cls, skey = info
-                if skey is not tally[0]:
-                    self._tally(tally, skey)
+                if skey is not cur_key:
+                    self._count(cur_key, n_exec, n_ack)
+                    cur_key, n_exec, n_ack = skey, 0, 0
                 tup = Tuple(None, component_id, stream, src, _tuple_new(cls, values), anchors, 0.0, skey)
                 task.current = tup
                 sample -= 1
@@ -406,39 +408,38 @@ class BoltExecutor(Executor):
                     tup._recv = now
                     process(tup)
                     stats.add_latency(stats.execute_ms, skey, (time.monotonic() - start) * 1000.0)
-                tally[1] += 1
-                if not tup._done:
-                    if auto_ack:
-                        tup._done = True
-                        if anchors is not None and ackers:
-                            val = tup._ack_val
-                            for root, edge in anchors.items():
-                                pending[root] = pending.get(root, 0) ^ edge ^ val
-                        tally[2] += 1
-                        if tup._recv:
-                            stats.add_latency(stats.process_ms, skey, (time.monotonic() - now) * 1000.0)
-                    else:
-                        held[id(tup)] = tup
+                n_exec += 1
+                if tup._done:
+                    continue
+                if auto_ack:
+                    tup._done = True
+                    n_ack += 1
+                    if anchors is not None and ackers:
+                        val = tup._ack_val
+                        for root, edge in anchors.items():
+                            pending[root] = pending.get(root, 0) ^ edge ^ val
+                    if tup._recv:
+                        stats.add_latency(stats.process_ms, skey, (time.monotonic() - now) * 1000.0)
+                else:
+                    held[id(tup)] = tup
             task.current = None
         except Exception as exc:
             self._sample = sample
-            self._tally(tally, None)
+            self._count(cur_key, n_exec, n_ack)
             rest = messages[index + 1:]
             self._crash(task, exc, "process")
             if rest:
                 task.backlog.append(rest)
             return
         self._sample = sample
-        self._tally(tally, None)
+        self._count(cur_key, n_exec, n_ack)
 
-    def _tally(self, tally: list[Any], next_key: Any) -> None:
-        key, executed, acked = tally
+    def _count(self, key: Any, executed: int, acked: int) -> None:
         if key is not None:
             if executed:
                 self.stats.executed[key] += executed
             if acked:
                 self.stats.acked[key] += acked
-        tally[0], tally[1], tally[2] = next_key, 0, 0
 
     def _on_system(self, task: BoltTask, message: Any) -> None:
         stream = message[0]
