@@ -127,7 +127,7 @@ def test_bolt_error_reaches_topology_info_and_others_go_on(cluster, out_dir):
 def test_rebalance_changes_worker_count(cluster, out_dir):
     name = unique("wc-rebalance")
     topology_id = cluster.submit("wordcount.py", name, workers=1,
-                                 conf=run_conf(out_dir, 100000, **{"test.spout.per.call": 1}))
+                                 conf=run_conf(out_dir, 10**9, **{"test.spout.per.call": 1}))
     try:
         cluster.wait_workers(topology_id, 1)
         cluster.cli("rebalance", name, "-w", "1", "-n", "3")
@@ -141,7 +141,7 @@ def test_rebalance_changes_worker_count(cluster, out_dir):
 def test_supervisor_sigkill_leaves_workers_and_restart_adopts_them(cluster, out_dir):
     name = unique("wc-adopt")
     topology_id = cluster.submit("wordcount.py", name, workers=2,
-                                 conf=run_conf(out_dir, 100000, **{"test.spout.per.call": 1}))
+                                 conf=run_conf(out_dir, 10**9, **{"test.spout.per.call": 1}))
     try:
         cluster.wait_workers(topology_id, 2)
         mine = cluster.worker_pids(topology_id, supervisor=0)
@@ -162,7 +162,7 @@ def test_supervisor_sigkill_leaves_workers_and_restart_adopts_them(cluster, out_
 def test_nimbus_sigkill_tuples_keep_flowing_and_restart_resumes(cluster, out_dir):
     name = unique("wc-nimbus")
     topology_id = cluster.submit("wordcount.py", name, workers=2,
-                                 conf=run_conf(out_dir, 100000, **{"test.spout.per.call": 1}))
+                                 conf=run_conf(out_dir, 10**9, **{"test.spout.per.call": 1}))
     try:
         cluster.wait_workers(topology_id, 2)
         wait_until(lambda: len(acked_ids(out_dir)) > 20, 60, "first acks")
@@ -183,7 +183,7 @@ def test_nimbus_sigkill_tuples_keep_flowing_and_restart_resumes(cluster, out_dir
 def test_zookeeper_restart_daemons_reconnect(cluster, out_dir):
     name = unique("wc-zk")
     topology_id = cluster.submit("wordcount.py", name, workers=2,
-                                 conf=run_conf(out_dir, 100000, **{"test.spout.per.call": 1}))
+                                 conf=run_conf(out_dir, 10**9, **{"test.spout.per.call": 1}))
     try:
         pids = cluster.wait_workers(topology_id, 2)
         cluster.zookeeper.kill()
