@@ -178,6 +178,8 @@ class BoltTask(TaskBase):
                             counter[1] += len(targets)
                             return list(targets) if need_task_ids else None
                         anchors = (current,)
+        elif anchors:
+            anchors = [a if isinstance(a, Tuple) else self._resolve(a) for a in anchors]
         message = None
         for target in targets:
             out_anchors = None
@@ -207,7 +209,23 @@ class BoltTask(TaskBase):
         counter[1] += len(targets)
         return list(targets) if need_task_ids else None
 
+    def _resolve(self, tup: Any) -> Tuple | None:
+        """pystorm also accepts a tuple id for ack/fail: find the held tuple it names."""
+        if isinstance(tup, Tuple):
+            return tup
+        for held in list(self.held.values()):
+            if held.id == tup:
+                return held
+        if self.current is not None and self.current.id == tup:
+            return self.current
+        log.warning("bolt %s task %d: ack/fail of unknown tuple id %r ignored", self.component_id, self.task_id, tup)
+        return None
+
     def ack(self, tup: Tuple) -> None:
+        if not isinstance(tup, Tuple):
+            tup = self._resolve(tup)  # type: ignore[assignment]
+            if tup is None:
+                return
         if tup._done:
             return
         tup._done = True
@@ -219,11 +237,16 @@ class BoltTask(TaskBase):
             val = tup._ack_val
             for root, edge in anchors.items():
                 pending[root] = pending.get(root, 0) ^ edge ^ val
-        ex.stats.acked[tup._skey] += 1
+        skey = tup._skey or (tup.component, tup.stream)
+        ex.stats.acked[skey] += 1
         if tup._recv:
-            ex.stats.add_latency(ex.stats.process_ms, tup._skey, (time.monotonic() - tup._recv) * 1000.0)
+            ex.stats.add_latency(ex.stats.process_ms, skey, (time.monotonic() - tup._recv) * 1000.0)
 
     def fail(self, tup: Tuple) -> None:
+        if not isinstance(tup, Tuple):
+            tup = self._resolve(tup)  # type: ignore[assignment]
+            if tup is None:
+                return
         if tup._done:
             return
         tup._done = True
@@ -235,7 +258,7 @@ class BoltTask(TaskBase):
                 ex.pending_acks.pop(root, None)
                 dest = ex.acker_tasks[root % ex.num_ackers]
                 ex.outbox[dest].append((ACK_FAIL, self.task_id, [root], None))
-        ex.stats.failed[tup._skey] += 1
+        ex.stats.failed[tup._skey or (tup.component, tup.stream)] += 1
 
     def on_crash(self) -> None:
         """Fail the tuple in hand, held tuples and tuples waiting in batches (they replay)."""

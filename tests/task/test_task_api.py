@@ -341,3 +341,47 @@ def test_spout_exception_restarts_the_spout(local_topology: Any, waiter: Any) ->
     local = local_topology(SpoutCrashTopology, **{"topology.task.restart.backoff.secs": 0.1})
     waiter(lambda: set(STATE["acked"]) == set(range(30)), 30, "the restarted spout's 30 tuples acked")
     assert any("spout broke" in text for _t, _task, text in local.reporter.errors["spout"])
+
+
+class ManualAcker(Bolt):
+    """pystorm style: explicit anchors and acks, some of them by tuple id."""
+
+    outputs = ["n"]
+    auto_ack = False
+    auto_anchor = False
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup.values.n], anchors=[tup.id] if tup.values.n % 2 else [tup])
+        if tup.values.n % 3:
+            self.ack(tup.id)
+        else:
+            self.ack(tup)
+
+
+class FailFirstFifth(Bolt):
+    """Fails every fifth value the first time it sees it: proves the upstream anchored it."""
+
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        n = tup.values.n
+        seen = STATE.setdefault("seen", set())
+        if n % 5 == 0 and n not in seen:
+            seen.add(n)
+            self.fail(tup)
+            return
+        record("steady", n)
+
+
+class ManualTopology(Topology):
+    spout = CountingSpout.spec()
+    manual = ManualAcker.spec(inputs=[spout])
+    steady = FailFirstFifth.spec(inputs=[manual])
+
+
+def test_explicit_anchors_and_acks_by_tuple_or_id(local_topology: Any, waiter: Any) -> None:
+    reset(count=30)
+    local_topology(ManualTopology)
+    waiter(lambda: sorted(STATE["acked"]) == list(range(30)), 20, "30 acked tuples")
+    assert sorted(STATE["got"]["steady"]) == list(range(30))
+    assert sorted(STATE["failed"]) == list(range(0, 30, 5)), "downstream fails must reach the spout"
