@@ -2,8 +2,8 @@
 
 Plans name it ``stormpy.acker.bolt:AckerBolt``. It runs in an ordinary bolt executor, but
 takes whole batches (``process_messages``) instead of one Tuple at a time: acker traffic is
-two or three messages per tuple tree and must stay cheap. Streams are dispatched through a
-table (STYLE section 4). Timeouts rotate the ledger from the executor's timer
+two or three messages per tuple tree and must stay cheap, so the ledger applies a whole
+batch in one loop (``Ledger.apply_batch``). Timeouts rotate the ledger from the executor's timer
 (``on_timer``, on the executor thread), every ``topology.message.timeout.secs / (buckets - 1)`` seconds.
 """
 from __future__ import annotations
@@ -36,39 +36,24 @@ class AckerBolt(Bolt):
         timeout = float(stormconf.get("topology.message.timeout.secs") or 30)
         self.timer_interval_secs = timeout / (_BUCKETS - 1)
         self.ledger = Ledger(_BUCKETS)
-        self._on_stream = {ACK_INIT: self._on_init, ACK_ACK: self._on_ack, ACK_FAIL: self._on_fail}
         self.acked_trees = 0
         self.failed_trees = 0
 
     def process_messages(self, messages: list[Any]) -> list[tuple[int, Any]]:
         """Apply a batch of acker messages; return (spout task, answer message) pairs."""
         out: list[tuple[int, Any]] = []
-        handlers = self._on_stream
-        for stream, src, values, _anchors in messages:
-            handler = handlers.get(stream)
-            if handler is None:
-                log.warning("acker: unknown stream %r from task %r", stream, src)
-                continue
-            result = handler(values)
-            if result is not None:
-                verdict, spout_task = result
-                root = values[0]
-                if verdict is ACKED:
-                    self.acked_trees += 1
-                    out.append((spout_task, (ACK_ACK, self.task_id, [root], None)))
-                else:
-                    self.failed_trees += 1
-                    out.append((spout_task, (ACK_FAIL, self.task_id, [root], None)))
+        task_id = self.task_id
+        for verdict, root, spout_task in self.ledger.apply_batch(messages, self._on_unknown):
+            if verdict is ACKED:
+                self.acked_trees += 1
+                out.append((spout_task, (ACK_ACK, task_id, [root], None)))
+            else:
+                self.failed_trees += 1
+                out.append((spout_task, (ACK_FAIL, task_id, [root], None)))
         return out
 
-    def _on_init(self, values: list[int]) -> Any:
-        return self.ledger.init(values[0], values[1], values[2])
-
-    def _on_ack(self, values: list[int]) -> Any:
-        return self.ledger.ack(values[0], values[1])
-
-    def _on_fail(self, values: list[int]) -> Any:
-        return self.ledger.fail(values[0])
+    def _on_unknown(self, message: Any) -> None:
+        log.warning("acker: unknown stream %r from task %r", message[0], message[1])
 
     def on_timer(self) -> None:
         expired = self.ledger.rotate()

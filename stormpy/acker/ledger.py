@@ -138,6 +138,54 @@ class Ledger:
             return (FAILED, spout_task)
         return None
 
+    def apply_batch(self, messages: list[Any], on_unknown: Any = None) -> list[tuple[str, int, int]]:
+        """Apply a batch of ``(stream, src, values, anchors)`` acker messages in one loop.
+
+        The same rules as :meth:`init`/:meth:`ack`/:meth:`fail`, inlined, because this runs
+        two or three times per tuple tree. Returns ``(ACKED|FAILED, root, spout_task)`` for
+        every tree that settled. Messages on other streams go to ``on_unknown(message)``.
+        """
+        pending = self._pending
+        values_of = pending._values
+        put = pending.put
+        out: list[tuple[str, int, int]] = []
+        for message in messages:
+            stream = message[0]
+            values = message[2]
+            root = values[0]
+            entry = values_of.get(root)
+            if stream == "__ack_ack":
+                if entry is None:
+                    put(root, [values[1], None, False])
+                    continue
+                entry[0] ^= values[1]
+            elif stream == "__ack_init":
+                if entry is None:
+                    entry = [values[1], values[2], False]
+                    put(root, entry)
+                else:
+                    entry[0] ^= values[1]
+                    entry[1] = values[2]
+            elif stream == "__ack_fail":
+                if entry is None:
+                    put(root, [0, None, True])
+                    continue
+                entry[2] = True
+            else:
+                if on_unknown is not None:
+                    on_unknown(message)
+                continue
+            spout_task = entry[1]
+            if spout_task is None:
+                continue
+            if entry[0] == 0:
+                del values_of[root]
+                out.append((ACKED, root, spout_task))
+            elif entry[2]:
+                del values_of[root]
+                out.append((FAILED, root, spout_task))
+        return out
+
     def rotate(self) -> list[int]:
         """Expire the oldest generation; returns the expired roots.
 

@@ -87,3 +87,33 @@ def test_compact_keeps_live_keys_only() -> None:
     assert sum(len(b) for b in rmap._buckets) == 5
     assert rmap.rotate() == [] and rmap.rotate() == []
     assert [k for k, _ in rmap.rotate()] == [1, 3, 5, 7, 9]
+
+
+def test_apply_batch_matches_the_single_message_rules() -> None:
+    rng = random.Random(9)
+    batch_ledger, single_ledger = Ledger(), Ledger()
+    messages = []
+    for root in range(100):
+        edges = [rng.getrandbits(64) for _ in range(3)]
+        init = edges[0] ^ edges[1] ^ edges[2]
+        tree = [("__ack_init", 1, [root, init, 7], None)] + [("__ack_ack", 2, [root, e], None) for e in edges]
+        if root % 10 == 0:
+            tree[-1] = ("__ack_fail", 2, [root], None)
+        messages.extend(tree)
+    rng.shuffle(messages)
+    unknown = []
+    got = batch_ledger.apply_batch(messages + [("__bogus", 3, [1], None)], unknown.append)
+    expected = []
+    for stream, _src, values, _anchors in messages:
+        if stream == "__ack_init":
+            result = single_ledger.init(*values)
+        elif stream == "__ack_ack":
+            result = single_ledger.ack(*values)
+        else:
+            result = single_ledger.fail(*values)
+        if result:
+            expected.append((result[0], values[0], result[1]))
+    assert got == expected
+    assert sorted(r for v, r, _t in got if v == FAILED) == list(range(0, 100, 10))
+    assert len(got) == 100 and unknown == [("__bogus", 3, [1], None)]
+    assert len(batch_ledger) == len(single_ledger)  # late acks of failed trees wait for expiry
