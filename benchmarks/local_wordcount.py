@@ -115,14 +115,16 @@ def run_topology(reliable: bool, secs: float, warmup: float) -> dict[str, float]
         time.sleep(warmup)
         for lat in LATENCIES:
             lat.clear()
-        words0, sent0, t0 = _count_executed(local, "count"), (_spout_acked if reliable else _spout_emitted)(local), time.perf_counter()
+        done = _spout_acked if reliable else _spout_emitted
+        words0, sent0, t0, cpu0 = _count_executed(local, "count"), done(local), time.perf_counter(), time.process_time()
         time.sleep(secs)
-        words1, sent1, t1 = _count_executed(local, "count"), (_spout_acked if reliable else _spout_emitted)(local), time.perf_counter()
+        words1, sent1, t1, cpu1 = _count_executed(local, "count"), done(local), time.perf_counter(), time.process_time()
     finally:
         local.stop(drain_secs=5)
     elapsed = t1 - t0
     samples = sorted(x for lat in LATENCIES for x in lat)
-    result = {"sentences_per_s": (sent1 - sent0) / elapsed, "words_per_s": (words1 - words0) / elapsed}
+    result = {"sentences_per_s": (sent1 - sent0) / elapsed, "words_per_s": (words1 - words0) / elapsed,
+              "words_per_cpu_s": (words1 - words0) / max(cpu1 - cpu0, 1e-9), "cpus": (cpu1 - cpu0) / elapsed}
     if reliable and samples:
         result["p50_ms"] = statistics.median(samples)
         result["p99_ms"] = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
@@ -238,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['words_per_s'] / handoff:.1%} of the bare handoff)")
         if "p50_ms" in r:
             line += f", complete latency p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
+        line += f"; {r['words_per_cpu_s']:,.0f} words per CPU-second ({r['cpus']:.2f} CPUs busy)"
         print(line, flush=True)
     return 0
 
