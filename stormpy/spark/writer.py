@@ -5,8 +5,8 @@ and deletes that directory when a job commits, so two sinks appending to the sam
 the same time (two tasks, or two workers) break each other's jobs ("File ... does not exist").
 So an ``append`` to a path writes each batch into its own hidden staging directory
 ``<path>/_stormpy_staging/<tag>`` (Spark readers skip names starting with ``_``) and then
-renames the finished files into ``<path>`` through the Hadoop FileSystem API, keeping any
-``partition_by`` sub-directories. Renames are atomic per file, so readers never see a batch's
+renames the finished files into ``<path>``, keeping any ``partition_by`` sub-directories: with
+``os.rename`` on local disk (no JVM round trips), through the Hadoop FileSystem API elsewhere. Renames are atomic per file, so readers never see a batch's
 half-written files, and a failed batch leaves nothing in the output.
 
 Without JVM access (Spark Connect) and for other modes or tables, writes go straight to the
@@ -16,6 +16,8 @@ processes then need a table format or a path per worker).
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import threading
 import uuid
 from typing import Any
@@ -52,12 +54,28 @@ def _writer(df: Any, settings: SinkSettings, mode: str) -> Any:
 
 
 def _hadoop(spark: Any) -> tuple[Any, Any] | None:
-    """(jvm, hadoop Configuration), or None when the session has no local JVM (Spark Connect)."""
+    """(jvm, lazy hadoop Configuration), or None when the session has no local JVM (Spark Connect)."""
     jvm = getattr(spark, "_jvm", None)
     jsc = getattr(getattr(spark, "sparkContext", None), "_jsc", None) if jvm is not None else None
     if jvm is None or jsc is None:
         return None
-    return jvm, jsc.hadoopConfiguration()
+    return jvm, _LazyHadoopConf(jsc)
+
+
+class _LazyHadoopConf:
+    """The session's Hadoop Configuration, fetched from the JVM only when first used."""
+
+    def __init__(self, jsc: Any) -> None:
+        self._jsc = jsc
+        self._conf: Any = None
+
+    def get(self, key: str) -> Any:
+        return self.java().get(key)
+
+    def java(self) -> Any:
+        if self._conf is None:
+            self._conf = self._jsc.hadoopConfiguration()
+        return self._conf
 
 
 def write_batch(spark: Any, df: Any, settings: SinkSettings, tag: str) -> None:
@@ -78,9 +96,13 @@ def write_batch(spark: Any, df: Any, settings: SinkSettings, tag: str) -> None:
         return
     jvm, hconf = hadoop
     staging = f"{settings.path.rstrip('/')}/{STAGING_DIR}/{tag}-{uuid.uuid4().hex[:12]}"
+    local_root = _local_directory(settings.path, spark, hconf)
+    if local_root is not None:
+        _write_staged_local(df, settings, staging, local_root)
+        return
     Path = jvm.org.apache.hadoop.fs.Path
     staging_path = Path(staging)
-    fs = staging_path.getFileSystem(hconf)
+    fs = staging_path.getFileSystem(hconf.java())
     try:
         _writer(df, settings, "errorifexists").save(staging)
         _publish(fs, Path, staging_path, Path(settings.path))
@@ -89,6 +111,47 @@ def write_batch(spark: Any, df: Any, settings: SinkSettings, tag: str) -> None:
             fs.delete(staging_path, True)
         except Exception:  # noqa: BLE001 - a leftover staging dir is hidden and harmless
             log.warning("could not remove staging directory %s", staging, exc_info=True)
+
+
+def _local_directory(path: str, spark: Any, hconf: Any) -> str | None:
+    """The OS path when ``path`` is on the local filesystem, else None (HDFS, S3, ...)."""
+    if path.startswith("file:"):
+        return "/" + path[len("file:"):].lstrip("/")
+    if "://" in path:
+        return None
+    default_fs = _default_fs.get(id(spark))
+    if default_fs is None:
+        default_fs = _default_fs[id(spark)] = str(hconf.get("fs.defaultFS") or "file:///")
+    return os.path.abspath(path) if default_fs.startswith("file:") else None
+
+
+# Session id -> fs.defaultFS: one JVM round trip per session instead of one per batch.
+_default_fs: dict[int, str] = {}
+
+
+def _write_staged_local(df: Any, settings: SinkSettings, staging: str, target: str) -> None:
+    """Local-disk variant of staging: the same steps with os calls instead of Hadoop RPCs."""
+    staging_dir = os.path.join(target, STAGING_DIR, os.path.basename(staging))
+    try:
+        _writer(df, settings, "errorifexists").save(staging_dir)
+        moved = 0
+        for directory, _dirs, names in os.walk(staging_dir):
+            relative_dir = os.path.relpath(directory, staging_dir)
+            if any(part.startswith(("_", ".")) for part in relative_dir.split(os.sep) if part != "."):
+                continue
+            for name in names:
+                if name.startswith(("_", ".")):
+                    continue  # _SUCCESS and .crc checksums stay behind
+                dest_dir = os.path.normpath(os.path.join(target, relative_dir))
+                os.makedirs(dest_dir, exist_ok=True)
+                try:
+                    os.rename(os.path.join(directory, name), os.path.join(dest_dir, name))
+                except OSError as exc:
+                    raise WriteError(f"could not move {name} into {dest_dir}: {exc}; the batch fails "
+                                     f"({moved} of its files were already in place)") from None
+                moved += 1
+    finally:
+        shutil.rmtree(staging_dir, ignore_errors=True)
 
 
 def _publish(fs: Any, Path: Any, staging: Any, target: Any) -> None:
