@@ -328,6 +328,7 @@ class Executor:
         except Exception:
             log.exception("executor %s: failing the tuples of task %d failed", self.name, task.task_id)
         task.component = None
+        self.timers = [t for t in self.timers if t.name != f"on_timer:{task.task_id}"]
         if component is not None:
             metrics = getattr(component, "metrics", None)
             self.stats.metric_sources = [m for m in self.stats.metric_sources if m is not metrics]
