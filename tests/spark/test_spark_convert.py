@@ -202,3 +202,19 @@ def test_concurrent_appends_to_one_path_do_not_break_each_other(spark: Any, tmp_
     assert back.count() == 2 * 4 * 50
     assert sorted(tuple(r) for r in back.groupBy("task", "batch").count().collect()) == [
         (task, batch, 50) for task in (1, 2) for batch in range(4)]
+
+
+def test_staging_through_the_hadoop_filesystem_api(spark: Any, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path for HDFS/S3-style targets, run here against local disk through Hadoop's API."""
+    from stormpy.spark import writer
+
+    monkeypatch.setattr(writer, "_local_directory", lambda path, spark, hconf: None)
+    out = tmp_path / "hadoop"
+    settings = sink_settings({"spark.sink.path": str(out), "spark.sink.partition.by": "day"})
+    df = RowConverter(["day", "n"]).to_dataframe(spark, [("mon", 1), ("tue", 2), ("mon", 3)])
+    write_batch(spark, df, settings, "t1-b1")
+    write_batch(spark, df, settings, "t1-b2")
+    back = spark.read.parquet(str(out))
+    assert sorted((r["day"], r["n"]) for r in back.collect()) == sorted([("mon", 1), ("tue", 2), ("mon", 3)] * 2)
+    assert not any((out / writer.STAGING_DIR).iterdir()), "staging directories were left behind"
