@@ -279,7 +279,7 @@ class ZmqTransfer:
 
     def _try_send(self, peer: _Peer, frame: bytes) -> bool:
         try:
-            peer.socket.send(frame, zmq.NOBLOCK, copy=len(frame) < 65536)
+            peer.socket.send(frame, zmq.NOBLOCK)   # copy=True: zero-copy would cost a tracker per frame
         except zmq.Again:
             return False
         self.counters["sent_frames"] += 1
