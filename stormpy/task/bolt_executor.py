@@ -55,6 +55,19 @@ def direct_targets(task: Any, route: Any, stream: str, direct_task: int | None) 
     return [direct_task] if direct_task in route.direct_tasks else []
 
 
+def debug_emit(task: Any, emit: Any) -> Any:
+    """``topology.debug``: log every emitted tuple (always the general, slower path)."""
+
+    def logged(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
+               direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+        targets = emit(values, tup_id, stream, anchors, direct_task, True)
+        log.info("emitted: component %s task %d stream %s values %r to tasks %s",
+                 task.component_id, task.task_id, stream or "default", values, targets)
+        return targets if need_task_ids else None
+
+    return logged
+
+
 def make_bolt_emit(task: "BoltTask") -> Any:
     """The bolt's ``emit``: a closure with a short path for the common case.
 
@@ -65,6 +78,8 @@ def make_bolt_emit(task: "BoltTask") -> Any:
     """
     general = task.emit_general
     route = task.routes.get("default")
+    if task.executor.conf.get("topology.debug"):
+        return debug_emit(task, general)
     if route is None or route.direct:
         return general
     ex = task.executor

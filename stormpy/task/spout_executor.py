@@ -22,7 +22,7 @@ from typing import Any
 
 from stormpy.acker.ledger import RotatingMap
 from stormpy.serialization import SCALARS
-from stormpy.task.bolt_executor import _FAST_TYPES, check_emit, direct_targets
+from stormpy.task.bolt_executor import _FAST_TYPES, check_emit, debug_emit, direct_targets
 from stormpy.task.executor import ACK_ACK, ACK_FAIL, ACK_INIT, Executor, TaskBase
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ def make_spout_emit(task: "SpoutTask") -> Any:
     """The spout's ``emit``: a closure with a short path for default-stream emits of scalars."""
     general = task.emit_general
     route = task.routes.get("default")
+    if task.executor.conf.get("topology.debug"):
+        return debug_emit(task, general)
     if route is None or route.direct:
         return general
     ex = task.executor
