@@ -385,3 +385,37 @@ def test_explicit_anchors_and_acks_by_tuple_or_id(local_topology: Any, waiter: A
     waiter(lambda: sorted(STATE["acked"]) == list(range(30)), 20, "30 acked tuples")
     assert sorted(STATE["got"]["steady"]) == list(range(30))
     assert sorted(STATE["failed"]) == list(range(0, 30, 5)), "downstream fails must reach the spout"
+
+
+class ModGrouping:
+    """Custom grouping: value n goes to targets[n % len(targets)]."""
+
+    def prepare(self, context: Any, stream: Any, targets: list[int]) -> None:
+        self.targets = sorted(targets)
+        record("prepared", (context.component_id, stream.componentId, stream.streamId))
+
+    def choose_tasks(self, task_id: int, values: list[Any]) -> list[int]:
+        return [self.targets[values[0] % len(self.targets)]]
+
+
+class GroupingsTopology(Topology):
+    spout = CountingSpout.spec()
+    custom = Recorder.spec(inputs={spout: Grouping.custom(ModGrouping())}, par=3)
+    partial = Recorder.spec(inputs={spout: Grouping.partial_key("n")}, par=2)
+    local = Recorder.spec(inputs={spout: Grouping.LOCAL_OR_SHUFFLE}, par=2)
+    nothing = Recorder.spec(inputs={spout: Grouping.NONE}, par=2)
+
+
+def test_custom_partial_key_local_or_shuffle_and_none_groupings_end_to_end(local_topology: Any,
+                                                                           waiter: Any) -> None:
+    reset(count=40)
+    local = local_topology(GroupingsTopology)
+    waiter(lambda: len(STATE["acked"]) == 40, 20, "40 acked tuples")
+    got = STATE["got"]
+    assert got["prepared"] == [("spout", "spout", "default")]
+    custom_tasks = sorted(local.plan.components["custom"].tasks)
+    for task in custom_tasks:
+        assert all(custom_tasks[v % 3] == task for _s, _c, v in got[("custom", task)])
+    for name in ("partial", "local", "nothing"):
+        seen = sorted(v for t in local.plan.components[name].tasks for _s, _c, v in got[(name, t)])
+        assert seen == list(range(40)), f"{name} grouping lost or duplicated tuples"
