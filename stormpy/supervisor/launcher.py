@@ -43,8 +43,9 @@ class Launcher:
     def __init__(self, conf: Mapping[str, Any], supervisor_id: str) -> None:
         self.conf = conf
         self.supervisor_id = supervisor_id
-        self.local_dir = conf[C.STORM_LOCAL_DIR.name]
-        self.log_dir = conf[C.STORM_LOG_DIR.name]
+        # absolute, so a worker's argv names its files wherever it is inspected from
+        self.local_dir = str(Path(conf[C.STORM_LOCAL_DIR.name]).resolve())
+        self.log_dir = str(Path(conf[C.STORM_LOG_DIR.name]).resolve())
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def launch(self, topology_id: str, port: int, worker_id: str,

@@ -242,3 +242,20 @@ def test_lost_supervisor_executors_move_to_the_other(cluster, out_dir):
         finish(cluster, name, topology_id)
         cluster.restart_supervisor(1)
         wait_until(lambda: len(cluster.supervisor_summaries()) == 2, 60, "supervisor 1 back")
+
+
+def test_streamparse_style_topology_acks_everything_despite_worker_kill(cluster, tmp_path):
+    """Acceptance: replaying spout, explicitly failing bolt, fields-grouped ledger, a SIGKILL."""
+    out = tmp_path / "ledger"
+    total = 4000
+    name = unique("ledger")
+    topology_id = cluster.submit("ledger.py", name, workers=3,
+                                 conf={"ledger.out.dir": str(out), "ledger.transfers": total})
+    try:
+        pids = cluster.wait_workers(topology_id, 3)
+        wait_until(lambda: len(acked_ids(out)) >= 150, 90, "the first 150 acked transfers")
+        os.kill(pids[-1], signal.SIGKILL)
+        wait_until(lambda: len(acked_ids(out)) == total, 150, f"all {total} transfers acked after the kill")
+        assert acked_ids(out) == set(range(total))
+    finally:
+        finish(cluster, name, topology_id)
