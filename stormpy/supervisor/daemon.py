@@ -136,17 +136,6 @@ class Supervisor:
         if self.state is not None:
             self.state.close()
 
-    def kill_all_workers(self, reason: str) -> None:
-        """Stop every worker of this supervisor (SIGTERM, then SIGKILL after the grace period)."""
-        slots = [s for s in self.slots.values() if s.pid is not None and s.worker_id is not None]
-        for s in slots:
-            self.launcher.kill(s.pid, s.worker_id, reason, False)  # type: ignore[arg-type]
-        deadline = time.monotonic() + self.limits.shutdown_sleep_secs
-        while time.monotonic() < deadline and any(self.launcher.is_alive(s.pid, s.worker_id) for s in slots):  # type: ignore[arg-type]
-            time.sleep(0.1)
-        for s in slots:
-            self.launcher.kill(s.pid, s.worker_id, f"{reason}; did not stop in time", True)  # type: ignore[arg-type]
-
     # ------------------------------------------------------------ approved workers (process thread)
 
     def approve(self, worker_id: str, port: int) -> None:
