@@ -92,7 +92,7 @@ class Serialization:
 
     def check_values(self, values: Any) -> None:
         """Raise SerializationError naming the type of the first value that cannot travel."""
-        if type(values) not in (list, tuple):
+        if not isinstance(values, (list, tuple)):
             raise SerializationError(f"tuple values must be a list or tuple, got {type(values).__name__}")
         for value in values:
             if type(value) not in SCALARS or type(value) is int:
@@ -107,7 +107,7 @@ class Serialization:
             return
         if t in SCALARS:
             return
-        if t in (list, tuple):
+        if t in (list, tuple) or (isinstance(value, (list, tuple)) and self.registered(t) is None):
             for item in value:
                 self.check_value(item)
             return

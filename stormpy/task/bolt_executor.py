@@ -35,7 +35,7 @@ def check_emit(task: Any, route: Any, stream: str, values: Any) -> None:
     """Arity and serializability of emitted values (raises EmitError/SerializationError)."""
     if route is None:
         raise EmitError(f"component {task.component_id!r} emitted on undeclared stream {stream!r}")
-    if type(values) is not list and type(values) is not tuple:
+    if not isinstance(values, (list, tuple)):
         raise SerializationError(f"tuple values must be a list or tuple, got {type(values).__name__}")
     if len(values) != route.num_fields:
         raise EmitError(f"component {task.component_id!r} emitted {len(values)} values on stream "

@@ -373,6 +373,30 @@ class FailFirstFifth(Bolt):
         record("steady", n)
 
 
+class Echo(Bolt):
+    """streamparse habit: re-emit the input's values object as it is."""
+
+    outputs = ["n"]
+
+    def process(self, tup: Any) -> None:
+        self.emit(tup.values)
+        self.emit([tup.values])  # a namedtuple nested in the values is fine too
+
+
+class EchoTopology(Topology):
+    spout = CountingSpout.spec()
+    echo = Echo.spec(inputs=[spout])
+    steady = Steady.spec(inputs={echo: Grouping.SHUFFLE})
+
+
+def test_reemitting_tup_values_works(local_topology: Any, waiter: Any) -> None:
+    reset(count=10)
+    local = local_topology(EchoTopology)
+    waiter(lambda: sorted(STATE["acked"]) == list(range(10)), 20, "ten acked tuples")
+    assert sorted(v for v in STATE["got"]["steady"] if isinstance(v, int)) == list(range(10))
+    assert not local.reporter.errors
+
+
 class ManualTopology(Topology):
     spout = CountingSpout.spec()
     manual = ManualAcker.spec(inputs=[spout])
