@@ -13,6 +13,7 @@ no extra threads).
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -70,6 +71,16 @@ class Component:
         # overrode emit (then their override calls Component.emit, which delegates).
         if type(self).emit is Component.emit:
             self.emit = task.emit  # type: ignore[method-assign]
+
+    def _set_context(self, stormconf: Mapping[str, Any], context: Any) -> None:
+        """pystorm's handshake attributes, set by the executor right before ``initialize``."""
+        self.storm_conf = stormconf
+        self.context = context
+        self.topology_name = stormconf.get("topology.name", "")
+        self.task_id = context.task_id
+        self.component_name = context.component_id
+        self.debug = bool(stormconf.get("topology.debug", False))
+        self.pid = os.getpid()
 
     # ------------------------------------------------------------ user hooks
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:

@@ -295,7 +295,9 @@ class Executor:
             component = self._new_component(task)
             task.component = component
             self._bind(task)
-            component.initialize(dict(self.conf), task.context)
+            stormconf = dict(self.conf)
+            component._set_context(stormconf, task.context)
+            component.initialize(stormconf, task.context)
         except Exception as exc:
             self._crash(task, exc, "initialize")
             return

@@ -33,6 +33,7 @@ class CountingSpout(Spout):
         self.next_id = 0
         self.replays: list[int] = []
         STATE.setdefault("spout_conf", stormconf)
+        STATE.setdefault("spout_attrs", (self.component_name, self.task_id, self.topology_name, self.pid))
 
     def next_tuple(self) -> None:
         if self.replays:
@@ -311,6 +312,9 @@ def test_user_config_keys_reach_stormconf_and_stats_convert_to_thrift(local_topo
     local = local_topology(TickTopology, **{"my.own.key": [1, 2]})
     waiter(lambda: len(STATE["acked"]) == 10, 20, "ten acked tuples")
     assert STATE["spout_conf"]["my.own.key"] == [1, 2]
+    import os
+    spout_task = local.plan.components["spout"].tasks[0]
+    assert STATE["spout_attrs"] == ("spout", spout_task, "test", os.getpid()), "pystorm handshake attributes"
     stats = local.runtime.thrift_stats()
     assert len(stats) == len(local.plan.executors())
     for info, executor_stats in stats.items():
