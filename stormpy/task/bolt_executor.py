@@ -96,9 +96,9 @@ def make_bolt_emit(task: "BoltTask") -> Any:
 
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
              direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
-        if (stream is not None or anchors is not None or direct_task is not None or need_task_ids
-                or type(values) is not list or len(values) != nfields or task.current_tups is not None
-                or not task.auto_anchor):
+        if (stream is not None or tup_id is not None or anchors is not None or direct_task is not None
+                or need_task_ids or type(values) is not list or len(values) != nfields
+                or task.current_tups is not None or not task.auto_anchor):
             return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
         for value in values:
             if type(value) not in fast_types:
@@ -153,6 +153,10 @@ class BoltTask(TaskBase):
                      anchors: Any = None, direct_task: int | None = None,
                      need_task_ids: bool = False) -> list[int] | None:
         """Every kind of emit: any stream, explicit anchors, direct tasks, several roots."""
+        if tup_id is not None and stream is None and isinstance(tup_id, str):
+            # pystorm's Bolt.emit(tup, stream=None, ...): a second positional argument is
+            # the stream (bolts have no tuple ids of their own).
+            stream = tup_id
         if stream is None:
             stream = "default"
         route = self.routes.get(stream)

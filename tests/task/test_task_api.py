@@ -67,7 +67,7 @@ class Router(Bolt):
             got = self.emit([n], stream="odd", direct_task=target, need_task_ids=True)
             record("direct_ids", (n, tuple(got)))
         else:
-            self.emit([n, "even"], stream="even")
+            self.emit([n, "even"], "even")  # pystorm: the second positional argument is the stream
 
 
 class Recorder(Bolt):
