@@ -74,7 +74,9 @@ def session_settings(conf: Mapping[str, Any]) -> SessionSettings:
     remote = conf.get("spark.remote")
     if master.startswith("sc://"):
         remote = remote or master
-    options = dict(BUILDER_DEFAULTS)
+    # A Spark Connect server owns its static settings (UI, progress bars): only runtime keys the
+    # user gave are sent, so stormpy's defaults would just produce "cannot modify" warnings.
+    options = {} if remote else dict(BUILDER_DEFAULTS)
     name = conf.get("topology.name")
     options["spark.app.name"] = f"stormpy-{name}" if name else "stormpy"
     for key, value in conf.items():
