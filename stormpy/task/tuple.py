@@ -79,6 +79,14 @@ class Tuple:
     def is_heartbeat(self) -> bool:
         return self.stream == "__heartbeat"
 
+    def is_tick_tuple(self) -> bool:
+        """pystorm's spelling of :attr:`is_tick`."""
+        return self.stream == "__tick"
+
+    def is_heartbeat_tuple(self) -> bool:
+        """pystorm's spelling of :attr:`is_heartbeat` (stormpy never sends heartbeat tuples)."""
+        return self.stream == "__heartbeat"
+
     def __repr__(self) -> str:
         return (f"Tuple(id={self.id!r}, component={self.component!r}, stream={self.stream!r}, "
                 f"task={self.task!r}, values={self.values!r})")

@@ -117,7 +117,7 @@ class TickCounter(Bolt):
         pass
 
     def process_tick(self, tup: Any) -> None:
-        assert tup.stream == "__tick" and tup.component == "__system"
+        assert tup.stream == "__tick" and tup.component == "__system" and tup.is_tick_tuple()
         record("ticks", time.monotonic())
 
 
