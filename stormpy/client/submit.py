@@ -1,0 +1,159 @@
+"""``stormpy submit TOPO.py``: load, compile and validate locally, upload the code, submit.
+
+Everything that can be checked on the user's machine is checked before a byte is uploaded
+(syntax errors, no Topology class, invalid wiring: the same validator Nimbus runs), so
+mistakes surface as one line in seconds. The code archive is the topology file's directory
+(without VCS data, virtualenvs and caches), which is what workers import the file's
+module from; the module name travels in the conf as ``topology.module``.
+
+Config precedence, lowest first: the Topology class's ``config``, ``--workers``, then every
+``-c key=value`` (Storm keys and user keys alike).
+"""
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from stormpy import config as cfg
+from stormpy.client.nimbus_client import connect
+from stormpy.client.commands import thrift_errors
+from stormpy.errors import UserError
+from stormpy.thrift import storm
+
+log = logging.getLogger(__name__)
+
+UPLOAD_CHUNK_BYTES = 512 * 1024
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox",
+                       ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules", ".idea", ".vscode",
+                       "storm-local", "logs"})
+SKIP_SUFFIXES = (".pyc", ".pyo")
+
+
+def _is_virtualenv(path: Path) -> bool:
+    return (path / "pyvenv.cfg").exists() or (path / "bin" / "activate").exists()
+
+
+def code_files(root: Path) -> Iterator[tuple[Path, str]]:
+    """(file, archive name) of every file to ship, skipping VCS data, virtualenvs and caches.
+
+    Symlinks are skipped: an archive must not point outside itself (Nimbus refuses them).
+    """
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not (here / d).is_symlink()
+                             and not _is_virtualenv(here / d))
+        for name in sorted(filenames):
+            path = here / name
+            if name.endswith(SKIP_SUFFIXES) or path.is_symlink() or not path.is_file():
+                continue
+            yield path, path.relative_to(root).as_posix()
+
+
+def build_code_archive(topology_file: Path, target: Path) -> int:
+    """Zip the topology file's directory into ``target``; returns the archive size in bytes."""
+    root = topology_file.resolve().parent
+    count = 0
+    with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path, arcname in code_files(root):
+            if path.resolve() == target.resolve():
+                continue
+            archive.write(path, arcname)
+            count += 1
+    log.debug("archived %d files of %s", count, root)
+    return target.stat().st_size
+
+
+def topology_conf(topology_cls: type, topology_file: Path, workers: int | None,
+                  user_overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Topology.config <- --workers <- -c overrides, plus the module name workers import."""
+    from stormpy.topology.compile import topology_config
+
+    conf = topology_config(topology_cls)
+    if workers is not None:
+        conf[cfg.TOPOLOGY_WORKERS.name] = workers
+    conf.update(user_overrides)
+    conf[cfg.TOPOLOGY_MODULE.name] = topology_file.stem
+    conf.setdefault(cfg.TOPOLOGY_SUBMITTER_USER.name, _user())
+    return conf
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user database entry (containers)
+        return ""
+
+
+def prepare(path: str, name: str | None, workers: int | None,
+            user_overrides: Mapping[str, Any]) -> tuple[str, Any, dict[str, Any]]:
+    """Load, compile and validate the topology locally: (name, StormTopology, conf)."""
+    from stormpy.topology.compile import compile_topology
+    from stormpy.topology.loader import load_topology_file
+    from stormpy.topology.validate import validate_topology, validate_topology_name
+
+    topology_file = Path(path)
+    topology_cls = load_topology_file(topology_file)
+    name = name or topology_file.stem
+    with thrift_errors():
+        conf = topology_conf(topology_cls, topology_file, workers, user_overrides)
+        validate_topology_name(name)
+        topology = compile_topology(topology_cls, conf)
+        validate_topology(topology, conf)
+    try:
+        json.dumps(conf)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"topology config is not JSON-serializable: {exc}") from None
+    return name, topology, conf
+
+
+def upload(client: Any, archive: Path, size: int) -> str:
+    """Upload ``archive`` in chunks with a progress bar on stderr; returns Nimbus's location."""
+    location = client.beginFileUpload()
+    with open(archive, "rb") as fh, click.progressbar(length=size, label="Uploading topology code",
+                                                      file=sys.stderr, show_pos=False) as bar:
+        while True:
+            chunk = fh.read(UPLOAD_CHUNK_BYTES)
+            if not chunk:
+                break
+            client.uploadChunk(location, chunk)
+            bar.update(len(chunk))
+    client.finishFileUpload(location)
+    return location
+
+
+def submit_topology_file(path: str, *, name: str | None = None, workers: int | None = None,
+                         inactive: bool = False, conf: cfg.Config, user_overrides: Mapping[str, Any]) -> str:
+    """The whole ``stormpy submit``; returns the topology id. Failures raise UserError."""
+    name, topology, topo_conf = prepare(path, name, workers, user_overrides)
+    status = storm.TopologyInitialStatus.INACTIVE if inactive else storm.TopologyInitialStatus.ACTIVE
+    with tempfile.TemporaryDirectory(prefix="stormpy-submit-") as tmp:
+        archive = Path(tmp) / "stormcode.zip"
+        size = build_code_archive(Path(path), archive)
+        with connect(conf) as client, thrift_errors():
+            if any(t.name == name for t in client.getClusterInfo().topologies):
+                raise UserError(f"topology {name!r} is already alive; kill it first or submit with another --name")
+            location = upload(client, archive, size)
+            client.submitTopologyWithOpts(name, location, json.dumps(topo_conf), topology,
+                                          storm.SubmitOptions(initial_status=status))
+            topology_id = _find_id(client, name)
+    state = "INACTIVE" if inactive else "ACTIVE"
+    click.echo(f"Submitted topology {name!r} as {topology_id} ({state}, "
+               f"{topo_conf.get(cfg.TOPOLOGY_WORKERS.name, 1)} worker(s), {size} bytes of code)")
+    return topology_id
+
+
+def _find_id(client: Any, name: str) -> str:
+    for summary in client.getClusterInfo().topologies:
+        if summary.name == name:
+            return summary.id
+    return name

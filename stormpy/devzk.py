@@ -1,0 +1,55 @@
+"""``stormpy dev-zookeeper``: a real, single-node ZooKeeper for development and tests.
+
+Runs ZooKeeper from the jars bundled in the installed pyspark wheel (see
+``stormpy.testing.zookeeper``) on ``storm.zookeeper.port`` with its data in
+``dev.zookeeper.path``, logs quietly to ``<dev.zookeeper.path>/zookeeper.log``, and stops it
+cleanly on SIGTERM or Ctrl-C. Without Java the command fails with one line saying so.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+
+from stormpy import config as cfg
+from stormpy.errors import UserError
+from stormpy.testing.processes import port_open
+from stormpy.testing.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def run_dev_zookeeper(conf: cfg.Config) -> int:
+    """Start ZooKeeper and block until a signal; returns the exit code."""
+    port = conf[cfg.STORM_ZOOKEEPER_PORT]
+    if port_open("127.0.0.1", port):
+        raise UserError(f"port {port} is already in use (another ZooKeeper?); set storm.zookeeper.port")
+    server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0")
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            server.start(timeout=90)
+        except ZooKeeperUnavailable as exc:
+            lines = str(exc).splitlines()
+            if len(lines) > 1:  # the server's own output: worth seeing, but not as the error line
+                log.error("ZooKeeper output:\n%s", "\n".join(lines[1:]))
+            raise UserError(lines[0] if lines else "ZooKeeper did not start") from None
+        log.info("dev ZooKeeper running on port %d (data in %s, log %s); Ctrl-C to stop",
+                 port, server.data_dir, server.log_path)
+        while not stop.wait(1.0):
+            if not server.is_alive():
+                log.error("ZooKeeper exited unexpectedly (code %s):\n%s", server.proc and server.proc.returncode,
+                          server.tail())
+                return 1
+        return 0
+    finally:
+        server.stop(reason="stormpy dev-zookeeper stopping")
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
