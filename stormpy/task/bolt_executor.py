@@ -423,6 +423,8 @@ class BoltExecutor(Executor):
         # executed/acked are counted per run of equal stats keys, not per tuple
         cur_key: Any = None
         n_exec = n_ack = 0
+        run_root: int | None = None
+        run_val = 0
         try:
             for index, message in enumerate(messages):
                 stream, src, values, anchors = message
@@ -459,13 +461,22 @@ class BoltExecutor(Executor):
                     if anchors is not None and ackers:
                         val = tup._ack_val
                         for root, edge in anchors.items():
-                            pending[root] = pending.get(root, 0) ^ edge ^ val
+                            # Consecutive tuples of one tree (a sentence's words) combine
+                            # in locals; the dict is touched when the root changes.
+                            if root == run_root:
+                                run_val ^= edge ^ val
+                            else:
+                                if run_root is not None:
+                                    pending[run_root] = pending.get(run_root, 0) ^ run_val
+                                run_root, run_val = root, edge ^ val
                     if tup._recv:
                         stats.add_latency(stats.process_ms, skey, (time.monotonic() - now) * 1000.0)
                 else:
                     held[id(tup)] = tup
             task.current = None
         except Exception as exc:
+            if run_root is not None:
+                pending[run_root] = pending.get(run_root, 0) ^ run_val
             self._sample = sample
             self._count(cur_key, n_exec, n_ack)
             rest = messages[index + 1:]
@@ -473,6 +484,8 @@ class BoltExecutor(Executor):
             if rest:
                 task.backlog.append(rest)
             return
+        if run_root is not None:
+            pending[run_root] = pending.get(run_root, 0) ^ run_val
         self._sample = sample
         self._count(cur_key, n_exec, n_ack)
 
