@@ -18,8 +18,8 @@ two cores are shared. For each batch size, the same pre-built rows go to Parquet
   runtime (executors, transfer, XOR acker) into the sink, acked end to end: the rate a user
   sees, engine included.
 
-The ratios printed are sink / best direct method and topology / best direct method. Issue 5's target: ratio >= 0.8 and >= 100,000
-rows/s at 50k-row batches.
+The ratios printed are sink / best direct method and topology / best direct method. Issue 5's
+target: sink ratio >= 0.8 and >= 100,000 rows/s at 50k-row batches.
 """
 from __future__ import annotations
 

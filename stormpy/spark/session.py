@@ -16,6 +16,7 @@ logged, not applied.
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import logging
 import threading
 import time
@@ -96,11 +97,9 @@ def _build(settings: SessionSettings) -> Any:
 
     builder = SparkSession.builder
     if settings.remote:
-        try:
-            import grpc  # noqa: F401  (Spark Connect's client transport)
-        except ImportError:
+        if importlib.util.find_spec("grpc") is None:  # Spark Connect's client transport
             raise ConfigError(f"spark.master {settings.remote!r} is a Spark Connect URL, which needs the "
-                              "Spark Connect client: pip install 'pyspark[connect]'") from None
+                              "Spark Connect client: pip install 'pyspark[connect]'")
         builder = builder.remote(settings.remote)
     else:
         builder = builder.master(settings.master)

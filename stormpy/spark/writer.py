@@ -6,8 +6,9 @@ the same time (two tasks, or two workers) break each other's jobs ("File ... doe
 So an ``append`` to a path writes each batch into its own hidden staging directory
 ``<path>/_stormpy_staging/<tag>`` (Spark readers skip names starting with ``_``) and then
 renames the finished files into ``<path>``, keeping any ``partition_by`` sub-directories: with
-``os.rename`` on local disk (no JVM round trips), through the Hadoop FileSystem API elsewhere. Renames are atomic per file, so readers never see a batch's
-half-written files, and a failed batch leaves nothing in the output.
+``os.rename`` on local disk (no JVM round trips), through the Hadoop FileSystem API elsewhere.
+Renames are atomic per file, so readers never see a batch's half-written files, and a failed
+batch leaves nothing in the output.
 
 Without JVM access (Spark Connect) and for other modes or tables, writes go straight to the
 target, serialized per target within the process (concurrent appends from several worker

@@ -1,37 +1,18 @@
 """The Spark sink's core without the engine: settings, session settings, rows -> Arrow -> DataFrame
--> writer, against a real local Spark (one session for the module, stopped at its end)."""
+-> writer, against a real local Spark (the session of tests/spark/conftest.py)."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stormpy.config import ConfigError
-from stormpy.spark import session as spark_session
 from stormpy.spark.convert import BatchConversionError, RowConverter, parse_schema
 from stormpy.spark.session import session_settings
 from stormpy.spark.settings import sink_settings
 from stormpy.spark.writer import STAGING_DIR, write_batch
-
-SPARK_TEST_CONF = {
-    "spark.master": "local[2]",
-    "spark.ui.enabled": False,
-    "spark.sql.shuffle.partitions": 2,
-}
-
-
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    warehouse = tmp_path_factory.mktemp("warehouse")
-    session = spark_session.acquire_session({**SPARK_TEST_CONF, "spark.sql.warehouse.dir": str(warehouse)})
-    try:
-        yield session
-    finally:
-        spark_session.release_session("test module finished")
-        assert not spark_session.is_session_active()
 
 
 # ---------------------------------------------------------------- pure settings
@@ -63,7 +44,8 @@ def test_sink_settings_precedence_config_over_class_attribute() -> None:
     assert settings.batch_size == 500         # config only holds the default: the class wins
     assert sink_settings({"spark.sink.batch.size": 20}, attrs).batch_size == 20
     assert sink_settings({"spark.sink.partition.by": "a, b", "spark.sink.path": "/p"}).partition_by == ("a", "b")
-    assert sink_settings({"spark.sink.options": {"header": True}, "spark.sink.path": "/p"}).options == {"header": "true"}
+    with_options = sink_settings({"spark.sink.options": {"header": True}, "spark.sink.path": "/p"})
+    assert with_options.options == {"header": "true"}
 
 
 def test_sink_settings_refuse_batch_secs_over_message_timeout() -> None:
@@ -129,6 +111,7 @@ def test_explicit_ddl_schema_matches_fields_by_name_and_checks_values(spark: Any
         converter.to_table([("a", 2**40)])
     with pytest.raises(BatchConversionError, match="not a valid DDL schema"):
         parse_schema(spark, "n INT word")
+    assert parse_schema(spark, schema) is schema  # a StructType (class attribute) is used as it is
 
 
 def test_all_null_column_is_written_and_typed_by_a_later_batch(spark: Any) -> None:

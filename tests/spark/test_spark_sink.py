@@ -1,6 +1,6 @@
 """SparkSinkBolt end to end: real topologies in the local runtime (real acker, replaying spouts)
-writing through a real local Spark. One SparkSession serves the module: the fixture holds it,
-the sinks share it, and it is stopped when the module ends."""
+writing through a real local Spark. One SparkSession serves all Spark tests (tests/spark/conftest.py):
+the fixture holds it, the sinks share it, and it is stopped after the last Spark test."""
 from __future__ import annotations
 
 import collections
@@ -13,26 +13,11 @@ import pytest
 
 from stormpy import Spout, Topology
 from stormpy.local.runner import LocalTopology
-from stormpy.spark import session as spark_session
 from stormpy.spark.sink import SparkSinkBolt
 
-SPARK_TEST_CONF = {
-    "spark.master": "local[2]",
-    "spark.ui.enabled": False,
-    "spark.sql.shuffle.partitions": 2,
-}
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_wordcount.py"
 WAIT_SECS = 90
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session.acquire_session(SPARK_TEST_CONF)
-    try:
-        yield session
-    finally:
-        spark_session.release_session("test module finished")
-        assert not spark_session.is_session_active()
+Conf = dict[str, Any]
 
 
 def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_SECS) -> None:
@@ -113,8 +98,8 @@ def sink_restarts(local: LocalTopology) -> int:
                for task in ex.tasks.values())
 
 
-def run_conf(tmp_path: Path, **extra: Any) -> dict[str, Any]:
-    return {**SPARK_TEST_CONF, "spark.sink.path": str(tmp_path / "out"), "topology.message.timeout.secs": 30,
+def run_conf(tmp_path: Path, spark_conf: Conf, **extra: Any) -> Conf:
+    return {**spark_conf, "spark.sink.path": str(tmp_path / "out"), "topology.message.timeout.secs": 30,
             **extra}
 
 
@@ -140,10 +125,11 @@ def read_rows(spark: Any, path: Path) -> list[tuple[Any, ...]]:
 
 # ---------------------------------------------------------------- tests
 
-def test_rows_in_parquet_equal_the_tuples_emitted(spark: Any, tmp_path: Path, running: Any) -> None:
+def test_rows_in_parquet_equal_the_tuples_emitted(spark: Any, spark_conf: Conf, tmp_path: Path,
+        running: Any) -> None:
     n = 2500
-    local = running(RowsToParquet, "sink-rows", run_conf(tmp_path, **{"test.rows": n, "spark.sink.batch.size": 1000,
-                                                                     "spark.sink.batch.secs": 1}))
+    local = running(RowsToParquet, "sink-rows", run_conf(tmp_path, spark_conf, **{
+        "test.rows": n, "spark.sink.batch.size": 1000, "spark.sink.batch.secs": 1}))
     spout = components(local, "rows")[0]
     wait_until(lambda: len(spout.acked) == n, f"all {n} rows acked by the sink")
     sink = components(local, "sink")[0]
@@ -155,11 +141,12 @@ def test_rows_in_parquet_equal_the_tuples_emitted(spark: Any, tmp_path: Path, ru
     assert sink.metrics["spark_secs_per_batch"] > 0
 
 
-def test_failed_handle_batch_fails_its_tuples_which_replay_and_are_written(spark: Any, tmp_path: Path,
-                                                                           running: Any) -> None:
+def test_failed_handle_batch_fails_its_tuples_which_replay_and_are_written(spark: Any, spark_conf: Conf, tmp_path: Path,
+        running: Any) -> None:
     n = 300
     local = running(RowsToFailingSink, "sink-replay",
-                    run_conf(tmp_path, **{"test.rows": n, "spark.sink.batch.size": 100, "spark.sink.batch.secs": 1}))
+                    run_conf(tmp_path, spark_conf, **{"test.rows": n, "spark.sink.batch.size": 100,
+                                                      "spark.sink.batch.secs": 1}))
     spout = components(local, "rows")[0]
     wait_until(lambda: len(spout.acked) == n, f"all {n} rows acked after the injected failure")
     sink = components(local, "sink")[0]
@@ -172,10 +159,11 @@ def test_failed_handle_batch_fails_its_tuples_which_replay_and_are_written(spark
     assert sink_restarts(local) == 0
 
 
-def test_partial_batch_is_flushed_after_batch_secs_without_more_input(spark: Any, tmp_path: Path,
-                                                                      running: Any) -> None:
+def test_partial_batch_is_flushed_after_batch_secs_without_more_input(spark: Any, spark_conf: Conf, tmp_path: Path,
+        running: Any) -> None:
     local = running(RowsToParquet, "sink-timer",
-                    run_conf(tmp_path, **{"test.rows": 10, "spark.sink.batch.size": 1000, "spark.sink.batch.secs": 1}))
+                    run_conf(tmp_path, spark_conf, **{"test.rows": 10, "spark.sink.batch.size": 1000,
+                                                      "spark.sink.batch.secs": 1}))
     spout = components(local, "rows")[0]
     wait_until(lambda: len(spout.acked) == 10, "the 10 rows of a partial batch to be written and acked")
     # The topology still runs: only the batch timer can have written them.
@@ -184,9 +172,11 @@ def test_partial_batch_is_flushed_after_batch_secs_without_more_input(spark: Any
     assert components(local, "sink")[0].metrics["batches"] == 1
 
 
-def test_shutdown_flushes_the_pending_batch(spark: Any, tmp_path: Path, running: Any) -> None:
+def test_shutdown_flushes_the_pending_batch(spark: Any, spark_conf: Conf, tmp_path: Path,
+        running: Any) -> None:
     local = running(RowsToParquet, "sink-shutdown",
-                    run_conf(tmp_path, **{"test.rows": 10, "spark.sink.batch.size": 1000, "spark.sink.batch.secs": 25}))
+                    run_conf(tmp_path, spark_conf, **{"test.rows": 10, "spark.sink.batch.size": 1000,
+                                                      "spark.sink.batch.secs": 25}))
     sink = components(local, "sink")[0]
     wait_until(lambda: local.runtime.totals()["executed"] >= 10, "the sink to receive 10 rows")
     assert sink.metrics["batches"] == 0, "the batch was written before shutdown; batch.secs did not hold it"
@@ -195,12 +185,13 @@ def test_shutdown_flushes_the_pending_batch(spark: Any, tmp_path: Path, running:
     assert sink.metrics["batches"] == 1
 
 
-def test_bad_values_fail_their_batch_with_a_clear_error_and_the_sink_lives_on(spark: Any, tmp_path: Path,
-                                                                               running: Any) -> None:
+def test_bad_values_fail_their_batch_with_a_clear_error_and_the_sink_lives_on(
+        spark: Any, spark_conf: Conf, tmp_path: Path,
+        running: Any) -> None:
     n, bad = 300, [150, 250]  # 150 holds "many", 250 holds {1: "x"}, in a column inferred as bigint
     local = running(RowsToParquet, "sink-bad",
-                    run_conf(tmp_path, **{"test.rows": n, "test.bad": bad, "spark.sink.batch.size": 50,
-                                          "spark.sink.batch.secs": 1}))
+                    run_conf(tmp_path, spark_conf, **{"test.rows": n, "test.bad": bad,
+                                                      "spark.sink.batch.size": 50, "spark.sink.batch.secs": 1}))
     spout = components(local, "rows")[0]
     good = set(range(n)) - set(bad)
     wait_until(lambda: spout.acked >= good and set(bad) <= set(spout.failed),
@@ -215,14 +206,15 @@ def test_bad_values_fail_their_batch_with_a_clear_error_and_the_sink_lives_on(sp
     assert sink_restarts(local) == 0, "a bad batch must not crash the sink task"
 
 
-def test_spark_wordcount_example_writes_the_expected_counts(spark: Any, tmp_path: Path, running: Any) -> None:
+def test_spark_wordcount_example_writes_the_expected_counts(spark: Any, spark_conf: Conf, tmp_path: Path,
+        running: Any) -> None:
     from stormpy.topology.loader import load_topology_file
 
     topology = load_topology_file(str(EXAMPLE))
     module = __import__(topology.__module__)
     out = tmp_path / "wc"
     local = running(topology, "spark-wordcount",
-                    {**SPARK_TEST_CONF, "wordcount.output": str(out), "wordcount.passes": 1,
+                    {**spark_conf, "wordcount.output": str(out), "wordcount.passes": 1,
                      "spark.sink.batch.secs": 1})
     spout = components(local, "sentences")[0]
     wait_until(lambda: spout.acked == spout.total, "every sentence of the text counted in Parquet")
