@@ -307,6 +307,7 @@ class BoltExecutor(Executor):
     def __init__(self, runtime: Any, start: int, end: int) -> None:
         super().__init__(runtime, start, end)
         self.pending_acks: dict[int, int] = {}
+        self._dropped: dict[tuple[str, int], int] = {}
         self._sample = self.sample_every
         # stream -> {src task -> (component, values class, stats key)}: two dict gets per tuple
         self._by_stream: dict[str, dict[int, tuple[str, type, tuple[str, str]]]] = {}
@@ -503,8 +504,12 @@ class BoltExecutor(Executor):
             tup._done = True
             task.process_tick(tup)
             return
-        log.warning("bolt %s task %d: message on unexpected stream %r from task %r dropped",
-                    self.component_id, task.task_id, stream, message[1])
+        key = (stream, message[1])
+        dropped = self._dropped.get(key, 0)
+        self._dropped[key] = dropped + 1
+        if dropped & (dropped - 1) == 0:  # log the 1st, 2nd, 4th, 8th, ... of each kind
+            log.warning("bolt %s task %d: %d message(s) on unexpected stream %r from task %r dropped",
+                        self.component_id, task.task_id, dropped + 1, stream, message[1])
 
     def _on_raw_messages(self, task: BoltTask, handler: Any, messages: list[Any]) -> None:
         """System bolts (the acker) take whole batches and return (dest, message) pairs."""
