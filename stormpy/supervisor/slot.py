@@ -105,6 +105,15 @@ class World(Protocol):
 Transition = Callable[[SlotState, World], SlotState]
 
 
+def restart_backoff(restarts: int, limits: Limits) -> float:
+    """Pause before relaunching after ``restarts`` deaths in a row: doubles, at most 32x.
+
+    A worker whose user code fails at import dies again at once; this keeps such a port from
+    forking many processes a second. The count resets when a worker reaches RUNNING.
+    """
+    return limits.restart_backoff_secs * 2 ** min(max(restarts - 1, 0), 5)
+
+
 def _start_kill(state: SlotState, world: World, reason: str) -> SlotState:
     assert state.pid is not None and state.worker_id is not None
     world.kill(state.pid, state.worker_id, reason, False)
@@ -128,7 +137,7 @@ def on_empty(state: SlotState, world: World) -> SlotState:
     desired = world.desired
     if desired is None or not world.code_ready(desired.topology_id):
         return state
-    if state.restarts and world.now - state.since < world.limits.restart_backoff_secs:
+    if state.restarts and world.now - state.since < restart_backoff(state.restarts, world.limits):
         return state     # a worker just died here: do not fork in a tight loop
     worker_id, pid = world.launch(state.port, desired)
     return replace(state, phase=Phase.WAITING_FOR_LAUNCH, assignment=desired, worker_id=worker_id,
@@ -143,7 +152,7 @@ def on_waiting(state: SlotState, world: World) -> SlotState:
         return replace(_gone(state, world, "died before its first heartbeat"), restarts=state.restarts + 1)
     hb = world.heartbeat(state.worker_id)
     if hb is not None and hb.time_secs >= state.since - 1 and _fresh(hb, state, world):
-        return replace(state, phase=Phase.RUNNING, since=world.now)
+        return replace(state, phase=Phase.RUNNING, since=world.now, restarts=0)
     if world.now - state.since > world.limits.start_timeout_secs:
         return _start_kill(state, world, "not started within supervisor.worker.start.timeout.secs")
     return state

@@ -160,3 +160,20 @@ def test_adopted_dead_worker_is_replaced():
     world = FakeWorld(desired=A)
     s = step(adopted(6700, "wx", 42, A, world.now), world)
     assert s.phase is Phase.EMPTY and world.cleaned == ["wx"]
+
+
+def test_crash_loop_backs_off_exponentially_and_resets_when_running():
+    world = FakeWorld(desired=A)
+    s = step(SlotState(6700), world)
+    for expected_wait in (1, 2, 4):
+        world.alive.discard(s.pid)
+        s = step(s, world)                          # died before its first heartbeat
+        assert s.phase is Phase.EMPTY
+        world.now += expected_wait - 0.5
+        assert step(s, world).phase is Phase.EMPTY  # still backing off
+        world.now += 0.5
+        s = step(s, world)
+        assert s.phase is Phase.WAITING_FOR_LAUNCH
+    world.beat(s)
+    s = step(s, world)
+    assert s.phase is Phase.RUNNING and s.restarts == 0
