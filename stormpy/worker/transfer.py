@@ -362,13 +362,12 @@ class ZmqTransfer:
         pull = self._pull
         assert pull is not None
         control = {BACKPRESSURE: self._on_backpressure}
-        poller = zmq.Poller()
-        poller.register(pull, zmq.POLLIN)
+        # A blocking recv with RCVTIMEO (one call per frame, GIL released while waiting) instead
+        # of poll + recv; the timeout bounds how long stop() waits for this thread.
+        pull.setsockopt(zmq.RCVTIMEO, 100)
         while not self._stop.is_set():
             try:
-                if not poller.poll(100):
-                    continue
-                frame = pull.recv(zmq.NOBLOCK)
+                frame = pull.recv()
             except zmq.Again:
                 continue
             except zmq.ZMQError as exc:
