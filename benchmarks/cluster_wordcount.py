@@ -170,20 +170,24 @@ def run_phase(cluster: BenchCluster, name: str, rate: float, warmup: float, dura
                 "-c", f"bench.rate={rate}")
     wait_until(lambda: read_outputs(out)[0] > 0, 180, f"{name}: first counted words")
     time.sleep(warmup)
+    workers = cluster.workers()
+    cpu0 = {p.pid: sum(p.cpu_times()[:2]) for p in workers}
     c0, a0, h0 = read_outputs(out)
     t0 = time.time()
     rss: list[float] = []
     while time.time() - t0 < duration:
         time.sleep(min(5.0, max(0.1, duration - (time.time() - t0))))
-        rss.append(sum(p.memory_info().rss for p in cluster.workers()) / 2**20 / max(1, len(cluster.workers())))
+        rss.append(sum(p.memory_info().rss for p in workers) / 2**20 / max(1, len(workers)))
     c1, a1, h1 = read_outputs(out)
     elapsed = time.time() - t0
+    # CPU the workers actually got: on a shared 2-core box this explains low figures
+    cpu = [(sum(p.cpu_times()[:2]) - cpu0[p.pid]) / elapsed * 100 for p in workers]
     window = {b: h1.get(b, 0) - h0.get(b, 0) for b in h1}
     cluster.cli("kill", name, "-w", "0")
     wait_until(lambda: not cluster.workers(), 120, f"{name}: workers gone after kill")
     return {"words_per_sec": (c1 - c0) / elapsed, "acked_per_sec": (a1 - a0) / elapsed,
             "p50_ms": percentile(window, 0.50), "p99_ms": percentile(window, 0.99),
-            "rss_mb": rss, "workers": 2}
+            "rss_mb": rss, "workers": 2, "cpu_pct": cpu, "machine_cpu_pct": psutil.cpu_percent(None)}
 
 
 def main() -> int:
@@ -194,6 +198,7 @@ def main() -> int:
     parser.add_argument("--raw-tuples", type=int, default=2_000_000)
     args = parser.parse_args()
 
+    psutil.cpu_percent(None)
     raw = raw_pipe(args.raw_tuples)
     print(f"raw pipe (2 processes, msgpack lists of 100 per frame): {raw:,.0f} tuples/s", flush=True)
     base = Path(tempfile.mkdtemp(prefix="stormpy-bench-"))
@@ -214,6 +219,8 @@ def main() -> int:
     print(f"  at half rate ({half['words_per_sec']:,.0f} words/s): p50/p99 {half['p50_ms']:.1f} / "
           f"{half['p99_ms']:.1f} ms")
     print(f"  worker RSS (mean per worker, every 5 s) MB: {' '.join(f'{r:.0f}' for r in rss)}")
+    print(f"  worker CPU during the run: {' '.join(f'{c:.0f}%' for c in full['cpu_pct'])} of one core each "
+          f"(machine busy {full['machine_cpu_pct']:.0f}%)")
     print(f"  ratio counted words/s : raw pipe tuples/s = {full['words_per_sec'] / raw:.1%}")
     shutil.rmtree(base, ignore_errors=True)
     return 0
