@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -123,34 +124,47 @@ class WorkerRuntime:
         deadline = time.monotonic() + max(0.0, timeout_secs)
         quiet_rounds = 0
         last_flush_request = 0.0
+        flush_done: list[threading.Event] = []
         while True:
             queued = sum(e.queued + (1 if e.has_outbox() else 0) for e in self._all)
             pending = sum(s.pending_count() for s in self._spouts)
-            if queued == 0 and pending == 0:
+            now = time.monotonic()
+            flushing = any(not done.is_set() for done in flush_done)
+            if queued == 0 and pending == 0 and not flushing:
                 quiet_rounds += 1
-                if quiet_rounds >= 2:
+                if quiet_rounds >= 2 and last_flush_request:
                     return True
             else:
                 quiet_rounds = 0
-            now = time.monotonic()
-            if queued == 0 and pending and now - last_flush_request > 0.5:
+            # Once nothing moves, batching bolts hand over what they hold (also unacked
+            # topologies, so batches reach downstream bolts before those stop).
+            if queued == 0 and not flushing and (pending or not last_flush_request) and now - last_flush_request > 0.5:
                 last_flush_request = now
+                quiet_rounds = 0
+                flush_done = []
                 for executor in self._all:
-                    executor.call_soon(lambda ex=executor: self._flush_components(ex))
+                    done = threading.Event()
+                    flush_done.append(done)
+                    executor.call_soon(lambda ex=executor, d=done: self._flush_components(ex, d))
             if now >= deadline:
                 return False
             time.sleep(0.05)
 
     @staticmethod
-    def _flush_components(executor: Executor) -> None:
-        for task in executor.tasks.values():
-            component = task.component
-            if component is None:
-                continue
-            try:
-                component._before_close()
-            except Exception as exc:
-                executor._crash(task, exc, "flush")
+    def _flush_components(executor: Executor, done: threading.Event) -> None:
+        """On the executor thread: batching bolts run their pending batches now."""
+        try:
+            for task in executor.tasks.values():
+                component = task.component
+                if component is None:
+                    continue
+                try:
+                    component._before_close()
+                except Exception as exc:
+                    executor._crash(task, exc, "flush")
+            executor.flush()
+        finally:
+            done.set()
 
     # ------------------------------------------------------------ transport
     def receive(self, task_id: int, messages: list[Any]) -> None:
