@@ -104,7 +104,8 @@ class SparkSinkBolt(BatchingBolt):
 
     def close(self) -> None:
         """Give the SparkSession back; the process's last sink to close stops it."""
-        if self._spark is not None:
+        # getattr: close() also runs for an instance whose initialize() raised (bad config).
+        if getattr(self, "_spark", None) is not None:
             self._spark = None
             release_session(f"sink {getattr(self._context, 'component_id', '?')} task {self._task_id} closed")
 

@@ -223,3 +223,31 @@ def test_spark_wordcount_example_writes_the_expected_counts(spark: Any, spark_co
     got = {r["word"]: r["total"] for r in spark.sql(
         "SELECT word, SUM(count) AS total FROM word_windows GROUP BY word").collect()}
     assert got == dict(module.expected_counts(1))
+
+
+def test_sink_without_a_target_reports_a_clear_config_error(tmp_path: Path, running: Any) -> None:
+    local = running(RowsToParquet, "sink-nowhere", {"test.rows": 1, "topology.task.restart.backoff.secs": 30})
+    wait_until(lambda: bool(local.reporter.errors.get("sink")), "the sink's initialize error to be reported")
+    text = local.reporter.errors["sink"][0][2]
+    assert "SparkSinkBolt has nowhere to write: set spark.sink.path" in text
+
+
+def test_batch_secs_over_message_timeout_is_refused_before_the_topology_runs(tmp_path: Path) -> None:
+    from stormpy.errors import UserError
+
+    with pytest.raises(UserError, match="spark.sink.batch.secs .*larger than topology.message.timeout.secs"):
+        LocalTopology(RowsToParquet, "sink-slow", user_overrides={  # as `stormpy local -c ...` passes them
+            "test.rows": 1, "spark.sink.path": str(tmp_path), "spark.sink.batch.secs": 60,
+            "topology.message.timeout.secs": 30})
+
+
+def test_batch_secs_over_message_timeout_from_a_config_file_fails_the_sink_at_initialize(
+        tmp_path: Path, running: Any) -> None:
+    # A storm.yaml value is not part of the validated topology config; the sink checks again.
+    local = running(RowsToParquet, "sink-slow-yaml", {"test.rows": 1, "spark.sink.path": str(tmp_path),
+                                                      "spark.sink.batch.secs": 60,
+                                                      "topology.message.timeout.secs": 30,
+                                                      "topology.task.restart.backoff.secs": 30})
+    wait_until(lambda: bool(local.reporter.errors.get("sink")), "the sink's initialize error to be reported")
+    assert "spark.sink.batch.secs (60) is larger than topology.message.timeout.secs (30)" in \
+        local.reporter.errors["sink"][0][2]
