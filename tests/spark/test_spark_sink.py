@@ -133,9 +133,11 @@ def test_rows_in_parquet_equal_the_tuples_emitted(spark: Any, spark_conf: Conf, 
     spout = components(local, "rows")[0]
     wait_until(lambda: len(spout.acked) == n, f"all {n} rows acked by the sink")
     sink = components(local, "sink")[0]
+    stats = next(s for s in local.runtime.stats().values() if s["component"] == "sink")
     local.stop()
     assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(n)]
     assert spout.failed == []
+    assert stats["metrics"]["rows"] == n and stats["metrics"]["last_batch_id"] >= 3  # in the executor's stats
     assert sink.metrics["rows"] == n and sink.metrics["failed_batches"] == 0
     assert sink.metrics["batches"] >= 3 and sink.metrics["last_batch_id"] == sink.metrics["batches"]
     assert sink.metrics["spark_secs_per_batch"] > 0
