@@ -133,9 +133,15 @@ def _check_conf(conf: Mapping[str, Any], comps: dict[str, tuple[str, Any]]) -> N
                 raise invalid(str(exc)) from None
     timeout = cfg.KEYS["topology.message.timeout.secs"].coerce(
         conf.get("topology.message.timeout.secs", cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS.default))
+    # Only where a user set the key: a conf with defaults filled in carries the Spark default
+    # for every component, and most components are not Spark sinks.
+    default_secs = cfg.SPARK_SINK_BATCH_SECS.default
+    topology_secs = conf.get("spark.sink.batch.secs")
+    if topology_secs == default_secs:
+        topology_secs = None
     for cid, (_kind, spec) in comps.items():
-        merged = {**conf, **parse_json_conf(spec.common.json_conf, f"config of component {cid!r}")}
-        batch_secs = merged.get("spark.sink.batch.secs")
+        comp_conf = parse_json_conf(spec.common.json_conf, f"config of component {cid!r}")
+        batch_secs = comp_conf.get("spark.sink.batch.secs", topology_secs)
         if batch_secs is not None and float(batch_secs) > float(timeout):
             raise invalid(f"component {cid!r}: spark.sink.batch.secs ({batch_secs}) is larger than "
                           f"topology.message.timeout.secs ({timeout}); its tuples would time out before "

@@ -160,3 +160,14 @@ def test_bad_topology_names(name: str) -> None:
 
 def test_good_topology_name() -> None:
     validate_topology_name("word-count_2")
+
+
+def test_short_message_timeout_without_spark_is_fine() -> None:
+    from stormpy.config import Config
+
+    class Quick(Topology):
+        a = Words.spec()
+        b = Sink.spec(inputs=[a])
+
+    check(Quick, Config({"topology.message.timeout.secs": 2}).to_dict())
+    assert_invalid(Quick, "spark.sink.batch.secs", conf={"topology.message.timeout.secs": 2, "spark.sink.batch.secs": 3})
