@@ -241,6 +241,17 @@ class Worker:
 
 
 def code_paths(local_dir: str, topology_id: str) -> list[Path]:
-    """Directories a worker puts on ``sys.path`` for a topology (for tests and tools)."""
+    """Directories a worker puts on ``sys.path`` for a topology.
+
+    ``stormpy submit`` archives the topology file's directory with paths relative to it, so the
+    unzipped ``code/`` is what was on ``sys.path`` at submit time and ``module:Class`` names
+    resolve the same way. An archive made by other tools may wrap everything in one top-level
+    directory; then that directory is used.
+    """
     code = localstate.code_dir(local_dir, topology_id)
-    return [code, *sorted(p for p in code.glob("*") if p.is_dir())] if code.is_dir() else []
+    if not code.is_dir():
+        return []
+    entries = [p for p in code.iterdir() if p.name != "__pycache__"]
+    if len(entries) == 1 and entries[0].is_dir() and not any(code.glob("*.py")):
+        return [entries[0]]
+    return [code]
