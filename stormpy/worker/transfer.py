@@ -77,8 +77,8 @@ class _Peer:
         self.socket.connect(f"tcp://{addr[0]}:{addr[1]}")
         self.pending: deque[bytes] = deque()
 
-    def close(self) -> None:
-        self.socket.close(linger=0)
+    def close(self, linger_ms: int = 0) -> None:
+        self.socket.close(linger=linger_ms)
 
 
 class ZmqTransfer:
@@ -318,8 +318,10 @@ class ZmqTransfer:
                 log.info("transfer: disconnected from worker %s:%d (no longer assigned)", *addr)
 
     def _close_peers(self) -> None:
+        # At stop, give frames already handed to zmq (the last acks of a drain) a moment to
+        # leave; context termination in stop() waits at most this long.
         for peer in self._peers.values():
-            peer.close()
+            peer.close(linger_ms=500)
         self._peers.clear()
 
     # ------------------------------------------------------------ backpressure (send thread)
