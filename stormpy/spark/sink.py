@@ -114,6 +114,21 @@ class SparkSinkBolt(BatchingBolt):
         """One batch per input stream: each stream has its own fields, so its own columns."""
         return (tup.component, tup.stream)
 
+    def process(self, tup: Tuple) -> None:
+        """BatchingBolt.process for the per-tuple hot path: the stream key the executor already
+        built (``tup._skey``) instead of a ``group_key`` call and a new key tuple per tuple."""
+        if type(self).group_key is not SparkSinkBolt.group_key:
+            super().process(tup)
+            return
+        key = tup._skey or (tup.component, tup.stream)
+        batches = self._batches
+        batch = batches.get(key)
+        if batch is None:
+            batch = batches[key] = []
+        batch.append(tup)
+        if len(batch) >= self.batch_size:  # type: ignore[operator]
+            self._run_batch(key)
+
     def process_batch(self, key: Hashable, tups: list[Tuple]) -> None:
         """Convert the batch and hand it to ``handle_batch``; raising fails every tuple of it."""
         self.last_batch_id += 1
