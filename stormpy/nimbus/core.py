@@ -89,6 +89,7 @@ class Nimbus:
         """Validate, store code, assign, write StormBase; returns the new topology id."""
         validate_topology_name(name)
         user_conf = parse_json_conf(json_conf)
+        validate_topology(topology, user_conf)   # first: it names bad config values clearly
         topology_conf = self._normalize_conf(name, user_conf)
         validate_topology(topology, topology_conf)
         with self.lock:

@@ -178,6 +178,11 @@ class BoundedFramedTransport:
         self.max_frame_bytes = max_frame_bytes
         self._rbuf = BytesIO()
         self._wbuf = BytesIO()
+        self._may_start_frame = True
+
+    def begin_message(self) -> None:
+        """Called before each request: only now may a new frame be read (one message per frame)."""
+        self._may_start_frame = True
 
     def _read_exact(self, size: int) -> bytes:
         chunks, remaining = [], size
@@ -193,6 +198,10 @@ class BoundedFramedTransport:
         data = self._rbuf.read(size)
         if data or size == 0:
             return data
+        if not self._may_start_frame:
+            # A message claims more bytes than its frame holds: garbage, not a reason to wait.
+            raise TTransportException(TTransportException.UNKNOWN, "message longer than its frame")
+        self._may_start_frame = False
         (frame_size,) = struct.unpack("!i", self._read_exact(4))
         if frame_size < 1 or frame_size > self.max_frame_bytes:
             raise FrameTooLarge(TTransportException.UNKNOWN,
@@ -219,6 +228,7 @@ class SafeProcessor(TProcessor):
     """A TProcessor whose undeclared handler errors become TApplicationException replies."""
 
     def process(self, iprot: Any, oprot: Any) -> None:
+        iprot.trans.begin_message()
         api, seqid, result, call = self.process_in(iprot)
         if isinstance(result, TApplicationException):
             return self.send_exception(oprot, api, result, seqid)
