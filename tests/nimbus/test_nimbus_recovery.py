@@ -1,0 +1,100 @@
+"""Nimbus restarts: SIGKILL mid-kill and mid-rebalance, orphan cleanup at startup, inbox expiry.
+
+Each test runs its own Nimbus (it gets killed) in its own ZooKeeper chroot.
+"""
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nimbus_helpers import FakeSupervisors, by_slot, call, client_for, simple_topology, submit
+from stormpy.cluster_state import ClusterState
+from stormpy.testing import DaemonProcess, wait_until
+from stormpy.thrift import storm
+
+
+def start_nimbus(daemons: Any, conf: dict[str, Any]) -> DaemonProcess:
+    # A restarted Nimbus waits for its killed predecessor's session (4 s here) to release the lock.
+    return daemons.start("nimbus", conf, ready_port=conf["nimbus.thrift.port"], timeout=60)
+
+
+def stormdist(conf: dict[str, Any]) -> Path:
+    return Path(conf["storm.local.dir"]) / "nimbus" / "stormdist"
+
+
+def test_sigkill_during_kill_wait_then_restart_completes_the_kill(daemons: Any, cluster_conf: dict[str, Any]) -> None:
+    nimbus = start_nimbus(daemons, cluster_conf)
+    topology_id = submit(cluster_conf, "doomed", simple_topology())
+    nimbus.kill(signal.SIGKILL)
+    nimbus = start_nimbus(daemons, cluster_conf)
+    assert [t.id for t in call(cluster_conf, "getClusterInfo").topologies] == [topology_id], \
+        "a restarted Nimbus keeps its topologies"
+    call(cluster_conf, "killTopologyWithOpts", "doomed", storm.KillOptions(wait_secs=3))
+    nimbus.kill(signal.SIGKILL)
+    with ClusterState(cluster_conf) as state:
+        assert state.storm_base(topology_id).status == storm.TopologyStatus.KILLED
+        start_nimbus(daemons, cluster_conf)
+        wait_until(lambda: state.storm_base(topology_id) is None, 60,
+                   "the restarted Nimbus to finish the interrupted kill")
+        assert state.assignment(topology_id) is None
+    assert not (stormdist(cluster_conf) / topology_id).exists()
+
+
+def test_sigkill_during_rebalance_then_restart_finishes_it(daemons: Any, cluster_conf: dict[str, Any]) -> None:
+    nimbus = start_nimbus(daemons, cluster_conf)
+    supervisors = FakeSupervisors(cluster_conf)
+    try:
+        supervisors.add("node1", [6001, 6002, 6003])
+        topology_id = submit(cluster_conf, "grow", simple_topology(spout_par=3),
+                             {"topology.workers": 1, "topology.acker.executors": 0})
+        call(cluster_conf, "rebalance", "grow", storm.RebalanceOptions(wait_secs=3, num_workers=3))
+        nimbus.kill(signal.SIGKILL)
+        start_nimbus(daemons, cluster_conf)
+        with ClusterState(cluster_conf) as state:
+            wait_until(lambda: state.storm_base(topology_id).status == storm.TopologyStatus.ACTIVE, 60,
+                       "the restarted Nimbus to finish the interrupted rebalance")
+            assert state.storm_base(topology_id).num_workers == 3
+            assert len(by_slot(state.assignment(topology_id))) == 3
+    finally:
+        supervisors.close()
+
+
+def test_orphans_are_cleaned_at_startup(daemons: Any, cluster_conf: dict[str, Any]) -> None:
+    # Code without a StormBase, a StormBase without code, and leftovers of a vanished topology.
+    orphan_code = stormdist(cluster_conf) / "orphan-1-1"
+    orphan_code.mkdir(parents=True)
+    (orphan_code / "stormconf.json").write_text("{}")
+    half_written = stormdist(cluster_conf) / ".tmp-x-1-1-abcd"
+    half_written.mkdir()
+    with ClusterState(cluster_conf) as state:
+        state.set_storm_base("ghost-1-1", storm.StormBase(name="ghost", status=storm.TopologyStatus.ACTIVE,
+                                                           num_workers=1, launch_time_secs=1))
+        state.set_assignment("ghost-1-1", storm.Assignment(master_code_dir="/nowhere"))
+        state.set_assignment("gone-1-1", storm.Assignment(master_code_dir="/nowhere"))
+        state.setup_heartbeats("gone-1-1")
+        state.report_error("gone-1-1", "bolt", storm.ErrorInfo(error="old", error_time_secs=1))
+        start_nimbus(daemons, cluster_conf)
+        assert not orphan_code.exists() and not half_written.exists()
+        assert state.storm_base("ghost-1-1") is None and state.assignment("ghost-1-1") is None
+        wait_until(lambda: not state.heartbeat_storms() and not state.error_topologies()
+                   and not state.assignment_ids(), 30, "the monitor to clean state of vanished topologies")
+    assert call(cluster_conf, "getClusterInfo").topologies == []
+
+
+def test_inbox_uploads_expire(daemons: Any, cluster_conf: dict[str, Any]) -> None:
+    conf = {**cluster_conf, "nimbus.cleanup.inbox.freq.secs": 1, "nimbus.inbox.jar.expiration.secs": 1}
+    start_nimbus(daemons, conf)
+    client = client_for(conf)
+    try:
+        location = client.beginFileUpload()
+        client.uploadChunk(location, b"PK")
+        client.finishFileUpload(location)
+        wait_until(lambda: not Path(location).exists(), 30, f"the expired upload {location} to be deleted")
+        with pytest.raises(storm.InvalidTopologyException, match="not a finished upload"):
+            client.submitTopology("late", location, json.dumps({}), simple_topology())
+    finally:
+        client.close()
