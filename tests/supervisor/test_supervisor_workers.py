@@ -2,7 +2,8 @@
 the test plays Nimbus's part by writing StormBase + Assignment and placing the topology's files
 where a download would have put them. Covers launch, tuple flow between two workers over
 ZeroMQ with acking, restart of a SIGKILLed worker, adoption after a supervisor SIGKILL, and
-killing workers whose assignment disappears."""
+killing workers whose assignment disappears, a hung (SIGSTOPped) worker killed for its heartbeat
+timeout, and a supervisor whose ZooKeeper session expired while it was frozen re-registering."""
 from __future__ import annotations
 
 import json
@@ -56,8 +57,9 @@ def setup(zk_conf, tmp_path):
     conf = {**zk_conf, "storm.local.dir": str(local), "storm.log.dir": str(tmp_path / "logs"),
             "storm.local.hostname": "127.0.0.1", "supervisor.slots.ports": ports,
             "supervisor.monitor.frequency.secs": 1, "supervisor.sync.freq.secs": 1,
-            "supervisor.heartbeat.frequency.secs": 1, "supervisor.worker.timeout.secs": 10,
-            "supervisor.worker.shutdown.sleep.secs": 2, "task.refresh.poll.secs": 1,
+            "supervisor.heartbeat.frequency.secs": 1, "supervisor.worker.timeout.secs": 5,
+            "supervisor.worker.shutdown.sleep.secs": 2, "supervisor.worker.start.timeout.secs": 30,
+            "task.refresh.poll.secs": 1,
             "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": free_port()}
     localstate.LocalState(local).set_supervisor_id(SUPERVISOR_ID)
     # the "download": the three files and the unzipped code, as sync would leave them
@@ -126,3 +128,31 @@ def test_supervisor_runs_workers_restarts_adopts_and_stops_them(setup):
     wait_until(lambda: not worker_pids(local), 60, "workers to be stopped once unassigned")
     wait_until(lambda: not localstate.stormdist_dir(local, TOPOLOGY_ID).exists(), 30,
                "the unassigned topology's code to be deleted")
+
+
+def test_hung_worker_is_killed_and_supervisor_session_expiry_recovers(setup, zk_conf):
+    daemon, state, local, out, _conf = setup
+    daemon.start()
+    pids = wait_until(lambda: len(p := worker_pids(local)) == 2 and p, 60, "two worker processes")
+    wait_until(lambda: daemon.output().count("-> running") >= 2, 60, "both workers RUNNING (first heartbeat seen)")
+    # a worker that stops heartbeating (SIGSTOP: alive but hung) is killed and replaced
+    os.kill(pids[0], signal.SIGSTOP)
+    try:
+        wait_until(lambda: len(p := worker_pids(local)) == 2 and pids[0] not in p, 60,
+                   "the hung worker to be killed for its heartbeat timeout and replaced")
+    finally:
+        if psutil.pid_exists(pids[0]):
+            os.kill(pids[0], signal.SIGKILL)
+    assert "heartbeat timed out" in daemon.output()
+    # the supervisor's ZooKeeper session expires while it is frozen; it must come back
+    session_secs = zk_conf["storm.zookeeper.session.timeout"] / 1000
+    os.kill(daemon.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: state.supervisor_info(SUPERVISOR_ID) is None, session_secs + 30,
+                   "the frozen supervisor's ephemeral node to vanish")
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+    wait_until(lambda: state.supervisor_info(SUPERVISOR_ID) is not None, 60,
+               "the supervisor to re-register after its session expired")
+    acked_before = len(acked(out))
+    wait_until(lambda: len(acked(out)) == 400 or len(acked(out)) > acked_before, 60, "tuples still flowing")
