@@ -143,13 +143,19 @@ class Nimbus:
                 outcome = tr.apply(base, event, arg)
             except tr.InvalidTransition as exc:
                 raise storm.NotAliveException(msg=str(exc)) from None
+            new_base = outcome.base or base
+            # The assignment is written before the StormBase: whoever sees the new status (a
+            # rebalance back to ACTIVE) also finds the assignment that goes with it.
+            for effect in outcome.effects:
+                if isinstance(effect, tr.Reassign):
+                    self._perform(topology_id, new_base, effect)
             if outcome.base is not None:
                 self.state.set_storm_base(topology_id, outcome.base)
-                base = outcome.base
             if event in tr.USER_EVENTS or outcome.base is not None:
-                log.info("topology %s: %s -> %s", topology_id, event.value, tr.Status(base.status).name)
+                log.info("topology %s: %s -> %s", topology_id, event.value, tr.Status(new_base.status).name)
             for effect in outcome.effects:
-                self._perform(topology_id, base, effect)
+                if not isinstance(effect, tr.Reassign):
+                    self._perform(topology_id, new_base, effect)
 
     def _perform(self, topology_id: str, base: storm.StormBase, effect: tr.Effect) -> None:
         if isinstance(effect, tr.Schedule):

@@ -90,7 +90,8 @@ Effect = Schedule | Reassign | Remove
 class Outcome:
     """What a transition decided: ``base`` to write (None: unchanged) and effects, in order.
 
-    Nimbus writes ``base`` first, then performs the effects in the listed order.
+    Nimbus performs ``Reassign`` (with the new base) first, then writes ``base``, then the
+    other effects in the listed order.
     """
 
     base: storm.StormBase | None = None
