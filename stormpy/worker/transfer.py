@@ -224,10 +224,10 @@ class ZmqTransfer:
         task_id, messages = item
         addr = self._routes.task_addr.get(task_id)
         if addr is None:
-            self.counters["unroutable_messages"] += len(messages)
-            if self.counters["unroutable_messages"] <= len(messages) or self.counters["unroutable_messages"] % 10000 < len(messages):
+            total = self.counters["unroutable_messages"] = self.counters["unroutable_messages"] + len(messages)
+            if total == len(messages) or total % 10000 < len(messages):   # the first, then sparsely
                 log.warning("transfer: no worker known for task %d; dropped %d message(s) (%d so far)",
-                            task_id, len(messages), self.counters["unroutable_messages"])
+                            task_id, len(messages), total)
             return
         if addr == self.me:
             # The task moved into this worker but the runtime does not run it (yet): the runtime
