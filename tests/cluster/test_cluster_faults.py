@@ -173,6 +173,13 @@ def test_nimbus_sigkill_tuples_keep_flowing_and_restart_resumes(cluster, out_dir
         info = wait_until(lambda: cluster.topology_info(topology_id), 60, "getTopologyInfo after the restart")
         assert info.status == "ACTIVE"
         cluster.cli("deactivate", name)
+
+        def quiet() -> bool:      # spouts paused: once in-flight trees finish, acks stop
+            before = len(acked_ids(out_dir))
+            time.sleep(1.5)
+            return len(acked_ids(out_dir)) == before
+
+        wait_until(quiet, 60, "acks to stop while the topology is INACTIVE")
         cluster.cli("activate", name)
         acked = len(acked_ids(out_dir))
         wait_until(lambda: len(acked_ids(out_dir)) > acked + 50, 60, "acks after Nimbus came back")
