@@ -374,8 +374,20 @@ class ClusterState:
             return None
 
     def _set_ephemeral(self, path: str, data: bytes) -> None:
+        """Write an ephemeral node this session owns.
+
+        A daemon restarted right after SIGKILL finds its predecessor's node still there (that
+        session has not expired yet); merely updating it would let it vanish at that expiry,
+        so a node owned by another session is replaced by our own.
+        """
         with self._lock:
+            first = path not in self._ephemerals
             self._ephemerals[path] = data
+        if first:
+            stat = self._call(self._zk.exists, path)
+            if stat is not None and stat.ephemeralOwner != self.session_id:
+                log.info("replacing %s left by an older session", path)
+                self.delete(path)
         try:
             self._call(self._zk.set, path, data)
         except NoNodeError:

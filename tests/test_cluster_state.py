@@ -133,3 +133,17 @@ def test_unreachable_zookeeper_is_a_user_error() -> None:
             "storm.zookeeper.connection.timeout": 1000}
     with pytest.raises(UserError, match="cannot reach ZooKeeper"):
         ClusterState(conf)
+
+
+def test_ephemeral_left_by_a_killed_predecessor_is_taken_over(zk_conf: dict[str, Any]) -> None:
+    """A supervisor restarted before its old session expired must own its node, not inherit it."""
+    old = ClusterState(zk_conf)
+    old.set_supervisor_info("sup-r", storm.SupervisorInfo(time_secs=1, hostname="old"))
+    new = ClusterState(zk_conf)
+    try:
+        new.set_supervisor_info("sup-r", storm.SupervisorInfo(time_secs=2, hostname="new"))
+        old.close()   # the predecessor's session ends: its ephemerals go, ours must stay
+        assert new.supervisor_info("sup-r").hostname == "new"
+    finally:
+        old.close()
+        new.close()
