@@ -98,3 +98,32 @@ def test_inbox_uploads_expire(daemons: Any, cluster_conf: dict[str, Any]) -> Non
             client.submitTopology("late", location, json.dumps({}), simple_topology())
     finally:
         client.close()
+
+
+def test_nimbus_rides_out_a_zookeeper_restart(daemons: Any, cluster_conf: dict[str, Any], tmp_path: Path) -> None:
+    """A private ZooKeeper is SIGKILLed and restarted on the same port: Nimbus pauses, then
+    serves again with its topology intact (the session survives a short outage)."""
+    from stormpy.testing import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path / "zk", tick_time_ms=500).start()
+    try:
+        conf = {**cluster_conf, **server.client_conf("/storm"), "storm.zookeeper.session.timeout": 10000}
+        nimbus = start_nimbus(daemons, conf)
+        topology_id = submit(conf, "steady", simple_topology())
+        server.kill()
+        server.start()
+        wait_until(lambda: _listed(conf, "steady"), 60, "Nimbus to answer with its topology after the restart")
+        call(conf, "deactivate", "steady")
+        with ClusterState(conf) as state:
+            assert state.storm_base(topology_id).status == storm.TopologyStatus.INACTIVE
+        assert nimbus.is_alive()
+    finally:
+        daemons.stop_all(reason="ZooKeeper restart test finished")
+        server.stop(reason="test finished")
+
+
+def _listed(conf: dict[str, Any], name: str) -> bool:
+    try:
+        return any(t.name == name for t in call(conf, "getClusterInfo").topologies)
+    except Exception:   # Nimbus answers an internal error while ZooKeeper is still coming back
+        return False
