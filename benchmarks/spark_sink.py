@@ -16,7 +16,8 @@ two cores are shared. For each batch size, the same pre-built rows go to Parquet
   and the acker are the engine's and are measured by its own benchmarks;
 - ``topology`` (unless ``--no-topology``): a spout emitting the rows through ``stormpy local``'s
   runtime (executors, transfer, XOR acker) into the sink, acked end to end: the rate a user
-  sees, engine included.
+  sees, engine included; ``engine-only`` is the same spout into a bolt that drops the tuples,
+  the engine's ceiling on this machine at that moment.
 
 The ratios printed are sink / best direct method and topology / best direct method. Issue 5's
 target: sink ratio >= 0.8 and >= 100,000 rows/s at 50k-row batches.
@@ -39,7 +40,7 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stormpy import Spout, Topology  # noqa: E402
+from stormpy import Bolt, Spout, Topology  # noqa: E402
 from stormpy.spark.session import acquire_session, release_session  # noqa: E402
 from stormpy.spark.sink import SparkSinkBolt  # noqa: E402
 from stormpy.task.tuple import Tuple, values_class  # noqa: E402
@@ -178,11 +179,24 @@ class BenchSinkTopology(Topology):
     sink = SparkSinkBolt.spec(inputs=[rows])
 
 
-def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path) -> list[float]:
+class DiscardBolt(Bolt):
+    """Acks and drops every tuple: the engine's own ceiling for the same spout."""
+
+    def process(self, tup: Tuple) -> None:
+        pass
+
+
+class BenchEngineTopology(Topology):
+    rows = BenchRowSpout.spec()
+    sink = DiscardBolt.spec(inputs=[rows])
+
+
+def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path,
+                     topology: type = BenchSinkTopology) -> list[float]:
     """spout -> SparkSinkBolt in the local runtime, acked end to end; seconds per batch."""
     from stormpy.local.runner import LocalTopology
 
-    local = LocalTopology(BenchSinkTopology, "bench-spark-sink", {
+    local = LocalTopology(topology, "bench-spark-sink", {
         **conf, "bench.rows": n, "spark.sink.batch.size": batch, "spark.sink.path": str(out),
         "spark.sink.batch.secs": 5, "topology.max.spout.pending": 2 * batch})
     spout: Any = None
@@ -229,6 +243,12 @@ def measure(name: str, fn: Callable[[Path], list[float]], rows: int, workdir: Pa
     results.setdefault(name, []).append((rate(rows, times), times))
 
 
+def engine_only(fn: Callable[[], list[float]], rows: int, results: dict[str, list[Any]]) -> None:
+    """Like ``measure`` for the run that writes nothing (the engine's ceiling)."""
+    times = fn()
+    results.setdefault("engine-only", []).append((rate(rows, times), times))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=300_000, help="rows per measurement")
@@ -265,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_topology:
                     measure("topology", lambda out: through_topology(conf, len(rows), batch, out), len(rows),
                             workdir, results, spark)
+                    engine_only(lambda: through_topology(conf, len(rows), batch, workdir / "none",
+                                                         BenchEngineTopology), len(rows), results)
                 print(f"  batch {batch}: round {round_no + 1}/{args.rounds} done", flush=True)
             report.append((batch, results))
         print_report(report, len(rows), args)
@@ -290,6 +312,8 @@ def print_report(report: list[tuple[int, dict[str, list[Any]]]], rows: int, args
         for name in ("sink", "topology"):
             if name in medians and best:
                 print(f"{batch:>7} {name} / best direct = {medians[name] / best:.2f}x")
+        if medians.get("engine-only"):
+            print(f"{batch:>7} topology / engine-only = {medians['topology'] / medians['engine-only']:.2f}x")
     print()
 
 
