@@ -6,7 +6,6 @@ from collections.abc import Iterator
 import pytest
 
 from process_cluster import ProcessCluster
-from stormpy.testing import ZooKeeperUnavailable
 
 
 @pytest.fixture(scope="module")
@@ -20,10 +19,7 @@ def process_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
                              getattr(module, "CLUSTER_PORTS", 3), getattr(module, "CLUSTER_CONF", None))
     failed = False
     try:
-        try:
-            cluster.start()
-        except ZooKeeperUnavailable as exc:
-            pytest.fail(f"cannot start ZooKeeper for the cluster: {exc}")
+        cluster.start()
         yield cluster
         failed = request.session.testsfailed > 0
     except BaseException:

@@ -3,10 +3,12 @@
 ``process_cluster`` (module scope: one cluster per test module, because starting a JVM and
 daemons costs seconds on 2 cores) starts
 
-- its own ZooKeeper (not the session one: tests here restart it),
+- its own ZooKeeper, ``stormpy dev-zookeeper --config <file>`` (not the session one: tests here
+  restart it),
 - ``stormpy nimbus --config <file>``,
 - ``stormpy supervisor --config <file>`` per supervisor, each with its own ``storm.local.dir``,
   ``storm.log.dir`` and ``supervisor.slots.ports``,
+- ``stormpy ui --config <file>``,
 
 with short timings so faults are detected in seconds. Teardown stops the daemons (SIGTERM, then
 SIGKILL) and then SIGKILLs every worker process whose ``--conf`` lies under one of this cluster's
@@ -28,8 +30,9 @@ from typing import Any
 
 import psutil
 
-from stormpy.testing import DaemonProcess, ZooKeeperServer, free_port, wait_until
+from stormpy.testing import DaemonProcess, free_port, wait_until
 from stormpy.testing.processes import log_tail
+from stormpy.testing.zookeeper import four_letter_word
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGIES = Path(__file__).resolve().parent / "topologies"
@@ -67,10 +70,11 @@ class ProcessCluster:
     def __init__(self, base: Path, num_supervisors: int, ports_per_supervisor: int,
                  extra_conf: dict[str, Any] | None = None) -> None:
         self.base = base
-        self.zookeeper = ZooKeeperServer(base / "zookeeper", tick_time_ms=500)
         self.log_dir = base / "daemon-logs"
         self.conf: dict[str, Any] = {}
+        self.zookeeper: DaemonProcess | None = None
         self.nimbus: DaemonProcess | None = None
+        self.ui: DaemonProcess | None = None
         self.supervisors: list[DaemonProcess] = []
         self.num_supervisors = num_supervisors
         self.ports_per_supervisor = ports_per_supervisor
@@ -79,14 +83,18 @@ class ProcessCluster:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "ProcessCluster":
-        self.zookeeper.start(timeout=90)
-        self.conf = {**self.zookeeper.client_conf("/storm"), **FAST_TIMINGS, **self.extra_conf,
-                     "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": free_port(),
+        self.conf = {"storm.zookeeper.servers": ["127.0.0.1"], "storm.zookeeper.port": free_port(),
+                     "storm.zookeeper.root": "/storm", "dev.zookeeper.path": str(self.base / "zookeeper"),
+                     **FAST_TIMINGS, **self.extra_conf,
+                     "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": free_port(), "ui.port": free_port(),
+                     "ui.host": "127.0.0.1",
                      "storm.local.dir": str(self.base / "nimbus-local"),
                      "storm.log.dir": str(self.base / "nimbus-logs")}
+        self.start_zookeeper()
         self.start_nimbus()
         for i in range(self.num_supervisors):
             self.add_supervisor(i)
+        self.ui = self.daemon("ui", self.conf, "ui").start()
         wait_until(lambda: len(self.supervisor_summaries()) >= self.num_supervisors, 60,
                    f"{self.num_supervisors} supervisors registered with Nimbus")
         return self
@@ -95,6 +103,24 @@ class ProcessCluster:
         proc = DaemonProcess(DAEMON_COMMANDS[service], conf, self.log_dir, name=name, cwd=str(self.base))
         self.started.append(proc)
         return proc
+
+    def start_zookeeper(self) -> DaemonProcess:
+        """``stormpy dev-zookeeper`` (again, after :meth:`kill_zookeeper`: same port, same data)."""
+        if self.zookeeper is None:
+            self.zookeeper = self.daemon("zookeeper", self.conf, "zookeeper")
+        self.zookeeper.start()
+        port = self.conf["storm.zookeeper.port"]
+        self.zookeeper.wait_ready(lambda: four_letter_word("127.0.0.1", port, "ruok") == "imok", 90,
+                                  f"ZooKeeper to answer on port {port}")
+        return self.zookeeper
+
+    def kill_zookeeper(self) -> None:
+        """Fault hook: SIGKILL the ZooKeeper server (the JVM the dev-zookeeper command runs)."""
+        assert self.zookeeper is not None and self.zookeeper.pid is not None
+        for child in psutil.Process(self.zookeeper.pid).children(recursive=True):
+            child.kill()
+        # dev-zookeeper exits once its server is gone; then start() can run it again
+        wait_until(lambda: not self.zookeeper.is_alive(), 30, "dev-zookeeper to notice its server died")
 
     def start_nimbus(self) -> DaemonProcess:
         if self.nimbus is None:
@@ -133,7 +159,6 @@ class ProcessCluster:
                 psutil.Process(pid).wait(10)
             except (psutil.NoSuchProcess, psutil.TimeoutExpired):
                 pass
-        self.zookeeper.stop(reason="cluster teardown")
 
     # ------------------------------------------------------------ topologies
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -220,5 +245,4 @@ class ProcessCluster:
         for i in range(len(self.supervisors)):
             for log in sorted((self.base / f"supervisor-{i}" / "logs").glob("workers-artifacts/*/*/worker.log")):
                 parts.append(f"--- {log} ---\n{log_tail(log, 60)}")
-        parts.append(f"--- zookeeper ---\n{self.zookeeper.tail(20)}")
         return "\n".join(parts)

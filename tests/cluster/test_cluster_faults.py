@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -81,6 +82,9 @@ def test_wordcount_exact_counts_on_two_supervisors_three_workers_then_kill(clust
         wait_until(lambda: counts(out_dir) == expected_counts(total), 30, "the exact word counts")
         listed = cluster.cli("list").stdout
         assert name in listed
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.conf['ui.port']}/api/v1/topology/summary",
+                                    timeout=30) as resp:
+            assert name in resp.read().decode(), "the UI lists the running topology"
     finally:
         finish(cluster, name, topology_id)
 
@@ -193,9 +197,9 @@ def test_zookeeper_restart_daemons_reconnect(cluster, out_dir):
                                  conf=run_conf(out_dir, 10**9, **{"test.spout.per.call": 1}))
     try:
         pids = cluster.wait_workers(topology_id, 2)
-        cluster.zookeeper.kill()
+        cluster.kill_zookeeper()
         time.sleep(1)
-        cluster.zookeeper.start(timeout=90)
+        cluster.start_zookeeper()
         acked = len(acked_ids(out_dir))
         wait_until(lambda: len(acked_ids(out_dir)) > acked + 50, 90, "acks after the ZooKeeper restart")
         wait_until(lambda: len(cluster.supervisor_summaries()) == 2, 60, "both supervisors registered again")
