@@ -14,11 +14,13 @@ Threads:
   changes (assignment moved a task) and runs the backpressure check;
 - the *receive thread* owns the PULL socket. Garbage frames are counted, logged and dropped.
 
-Backpressure: the send thread polls ``runtime.is_overloaded()`` (plus its own backlog) every
-few milliseconds and tells every peer when that changes, and again each second while it lasts.
-A worker throttles its spouts (``runtime.set_remote_backpressure``) while any peer or its own
-send queue is overloaded. A peer's signal expires when not refreshed, so a dead worker cannot
-stall a topology forever.
+Backpressure: every few milliseconds the send thread checks whether this worker's own receive
+queues are over their high watermark (the executors' ``overloaded`` flags) and tells every peer
+when that changes, and again each second while it lasts. A worker throttles its spouts
+(``runtime.set_remote_backpressure``) while any peer, its own send queue or a slow peer socket
+is overloaded. A peer's signal expires when not refreshed, so a dead worker cannot stall a
+topology forever. Frames arrive as msgpack with ``use_list=False``: messages are tuples, as the
+contract says, and so are their values.
 """
 from __future__ import annotations
 
