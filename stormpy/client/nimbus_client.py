@@ -31,8 +31,8 @@ def nimbus_addresses(conf: Mapping[str, Any]) -> list[tuple[str, int]]:
     """(host, port) candidates from ``nimbus.seeds`` (or ``nimbus.host``) and ``nimbus.thrift.port``."""
     port = int(conf.get(NIMBUS_THRIFT_PORT.name) or NIMBUS_THRIFT_PORT.default)
     seeds = conf.get(NIMBUS_SEEDS.name)
-    if not seeds and conf.get(NIMBUS_HOST.name):
-        seeds = [conf.get(NIMBUS_HOST.name)]
+    if conf.get(NIMBUS_HOST.name) and (not seeds or list(seeds) == NIMBUS_SEEDS.default):
+        seeds = [conf.get(NIMBUS_HOST.name)]   # an old storm.yaml that only sets nimbus.host
     if isinstance(seeds, str):
         seeds = [seeds]
     addresses = []

@@ -191,3 +191,12 @@ def test_formatting_helpers() -> None:
     table = format_table(["NAME", "N"], [["a", 1], ["bb", 10]])
     assert table.splitlines() == ["NAME   N", "----  --", "a      1", "bb    10"]
 
+
+
+def test_nimbus_addresses_from_seeds_and_old_nimbus_host() -> None:
+    from stormpy.client.nimbus_client import nimbus_addresses
+    from stormpy.config import Config
+
+    assert nimbus_addresses(Config()) == [("localhost", 6627)]
+    assert nimbus_addresses(Config({"nimbus.host": "old", "nimbus.thrift.port": 7000})) == [("old", 7000)]
+    assert nimbus_addresses(Config({"nimbus.seeds": ["a", "b:9"], "nimbus.host": "old"})) == [("a", 6627), ("b", 9)]
