@@ -1,10 +1,10 @@
 """``SparkSinkBolt``: a batching bolt that hands each batch of tuples to PySpark as a DataFrame.
 
 Runs on its executor's thread like every bolt. Tuples collect per input stream until a batch
-holds ``spark.sink.batch.size`` rows or ``spark.sink.batch.secs`` have passed (the executor's
-timer), and at shutdown; then the batch becomes one Arrow table, one DataFrame, and one call
-of ``handle_batch(spark, df, batch_id)`` — by default the built-in writer (``spark.sink.format``
-to ``spark.sink.path``, or ``spark.sink.table``).
+holds ``spark.sink.batch.size`` rows or its first tuple is ``spark.sink.batch.secs`` old
+(checked by the executor's timer), and at shutdown; then the batch becomes one Arrow table,
+one DataFrame, and one call of ``handle_batch(spark, df, batch_id)`` — by default the
+built-in writer (``spark.sink.format`` to ``spark.sink.path``, or ``spark.sink.table``).
 
 Guarantees (the ``BatchingBolt`` base does the acking): the batch's tuples are acked only after
 ``handle_batch`` returned; if conversion, Spark or the hook raises, all of them are failed, so
@@ -75,6 +75,7 @@ class SparkSinkBolt(BatchingBolt):
         self._task_id = getattr(context, "task_id", None)
         self._stream_fields = self._declared_fields(context)
         self._converters: dict[Hashable, RowConverter] = {}
+        self._opened: dict[Hashable, float] = {}  # batch key -> when its first tuple arrived
         self._spark: Any = None
         self._schema: Any = None
         self.last_batch_id = 0
@@ -110,6 +111,26 @@ class SparkSinkBolt(BatchingBolt):
             release_session(f"sink {getattr(self._context, 'component_id', '?')} task {self._task_id} closed")
 
     # ------------------------------------------------------------ batching
+    @property
+    def timer_interval_secs(self) -> float | None:  # type: ignore[override]
+        """Check batch ages ten times per ``spark.sink.batch.secs`` (at most every 0.5 s).
+
+        streamparse's BatchingBolt flushes every batch on each timer tick, so a batch opened
+        just before a tick closes almost empty. The sink instead closes a batch when its first
+        tuple is ``batch.secs`` old (or it is full), so time only cuts batches that are slow to
+        fill, and a tuple waits at most ``batch.secs`` plus one check interval.
+        """
+        return max(0.01, min(0.5, float(self.secs_between_batches) / 10))
+
+    def on_timer(self) -> None:
+        """Hand over every batch whose first tuple arrived ``spark.sink.batch.secs`` ago."""
+        now = time.monotonic()
+        opened = self._opened
+        for key in list(self._batches):
+            started = opened.setdefault(key, now)  # group_key overrides open batches unseen
+            if now - started >= self.secs_between_batches:
+                self._run_batch(key)
+
     def group_key(self, tup: Tuple) -> Hashable:
         """One batch per input stream: each stream has its own fields, so its own columns."""
         return (tup.component, tup.stream)
@@ -125,12 +146,14 @@ class SparkSinkBolt(BatchingBolt):
         batch = batches.get(key)
         if batch is None:
             batch = batches[key] = []
+            self._opened[key] = time.monotonic()
         batch.append(tup)
         if len(batch) >= self.batch_size:  # type: ignore[operator]
             self._run_batch(key)
 
     def process_batch(self, key: Hashable, tups: list[Tuple]) -> None:
         """Convert the batch and hand it to ``handle_batch``; raising fails every tuple of it."""
+        self._opened.pop(key, None)
         self.last_batch_id += 1
         batch_id = self.last_batch_id
         started = time.monotonic()
