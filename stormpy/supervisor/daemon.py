@@ -151,15 +151,23 @@ class Supervisor:
         """Take over workers a previous run of this supervisor started (pids from localstate)."""
         now = time.time()
         approved = self.lstate.approved_workers()
+        local = self.lstate.local_assignments()
         for worker_id, port in approved.items():
             pid = localstate.read_pid(self.local_dir, worker_id)
             hb = localstate.read_worker_heartbeat(self.local_dir, worker_id)
-            if (port in self.slots and self.slots[port].phase is Phase.EMPTY and pid is not None
-                    and hb is not None and self.launcher.is_alive(pid, worker_id)):
+            if hb is not None:
                 assignment = LocalAssignment.of(hb.topology_id, [(e.task_start, e.task_end) for e in hb.executors])
-                self.slots[port] = adopted(port, worker_id, pid, assignment, now)
+            elif port in local:
+                # Launched by the previous run, not heartbeating yet: what it runs is in localstate.
+                assignment = LocalAssignment.of(*local[port])
+            else:
+                assignment = None
+            if (port in self.slots and self.slots[port].phase is Phase.EMPTY and pid is not None
+                    and assignment is not None and self.launcher.is_alive(pid, worker_id)):
+                self.slots[port] = adopted(port, worker_id, pid, assignment, now, launching=hb is None)
                 self._approved[worker_id] = port
-                log.info("adopted worker %s (pid %d) of %s on port %d", worker_id, pid, hb.topology_id, port)
+                log.info("adopted worker %s (pid %d) of %s on port %d%s", worker_id, pid, assignment.topology_id,
+                         port, "" if hb else " (not heartbeating yet)")
             else:
                 if pid is not None and self.launcher.is_alive(pid, worker_id):
                     self.launcher.kill(pid, worker_id, "left over from a previous supervisor run", True)

@@ -199,8 +199,11 @@ def step(state: SlotState, world: World) -> SlotState:
     return new
 
 
-def adopted(port: int, worker_id: str, pid: int, assignment: LocalAssignment, now: float) -> SlotState:
+def adopted(port: int, worker_id: str, pid: int, assignment: LocalAssignment, now: float,
+            launching: bool = False) -> SlotState:
     """The state for a worker found running when the supervisor (re)starts: RUNNING, so the next
-    step judges it by its heartbeat and process like any other worker."""
-    return SlotState(port=port, phase=Phase.RUNNING, assignment=assignment, worker_id=worker_id,
-                     pid=pid, since=now)
+    step judges it by its heartbeat and process like any other worker. A worker that has not
+    written its first heartbeat yet (the previous supervisor died right after launching it) is
+    adopted as WAITING_FOR_LAUNCH, so the start timeout, not the heartbeat timeout, judges it."""
+    phase = Phase.WAITING_FOR_LAUNCH if launching else Phase.RUNNING
+    return SlotState(port=port, phase=phase, assignment=assignment, worker_id=worker_id, pid=pid, since=now)

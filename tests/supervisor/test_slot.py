@@ -177,3 +177,12 @@ def test_crash_loop_backs_off_exponentially_and_resets_when_running():
     world.beat(s)
     s = step(s, world)
     assert s.phase is Phase.RUNNING and s.restarts == 0
+
+
+def test_adopted_worker_without_heartbeat_waits_for_launch() -> None:
+    from stormpy.supervisor.slot import LocalAssignment, Phase, adopted
+
+    assignment = LocalAssignment.of("t-1-1", [(1, 2)])
+    assert adopted(6700, "w", 42, assignment, 10.0).phase is Phase.RUNNING
+    launching = adopted(6700, "w", 42, assignment, 10.0, launching=True)
+    assert launching.phase is Phase.WAITING_FOR_LAUNCH and launching.since == 10.0
