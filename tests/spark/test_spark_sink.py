@@ -253,3 +253,49 @@ def test_batch_secs_over_message_timeout_from_a_config_file_fails_the_sink_at_in
     wait_until(lambda: bool(local.reporter.errors.get("sink")), "the sink's initialize error to be reported")
     assert "spark.sink.batch.secs (60) is larger than topology.message.timeout.secs (30)" in \
         local.reporter.errors["sink"][0][2]
+
+
+class AckRecorder:
+    """What an executor attaches to a bolt, reduced to recording acks, fails and errors."""
+
+    def __init__(self) -> None:
+        self.acked: list[Any] = []
+        self.failed: list[Any] = []
+        self.errors: list[str] = []
+
+    def ack(self, tup: Any) -> None:
+        tup._done = True
+        self.acked.append(tup)
+
+    def fail(self, tup: Any) -> None:
+        tup._done = True
+        self.failed.append(tup)
+
+    def report_error(self, text: str) -> None:
+        self.errors.append(text)
+
+    def emit(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the sink emits nothing")
+
+
+def test_time_closes_a_batch_by_its_age_not_at_every_timer_tick(spark: Any, spark_conf: Conf,
+                                                                 tmp_path: Path) -> None:
+    """streamparse flushes everything on each tick; the sink waits until the first tuple is
+    spark.sink.batch.secs old, so a batch opened just before a tick is not cut short."""
+    from stormpy.task.tuple import Tuple, values_class
+
+    task = AckRecorder()
+    bolt = SparkSinkBolt()
+    bolt._attach(task, "sink", 1)
+    bolt.initialize({**spark_conf, "spark.sink.path": str(tmp_path / "out"), "spark.sink.batch.secs": 20}, None)
+    assert bolt.timer_interval_secs == 0.5
+    values = values_class("rows", "default", ("id", "word", "count"))
+    tup = Tuple(None, "rows", "default", 1, values(1, "w1", 10), None, 0.0, ("rows", "default"))
+    bolt.process(tup)
+    bolt.on_timer()                                  # the batch is young: it stays open
+    assert task.acked == [] and bolt.pending_tuples() == [tup]
+    bolt._opened[("rows", "default")] -= 21          # as if 21 s had passed since its first tuple
+    bolt.on_timer()
+    assert task.acked == [tup] and task.errors == []
+    bolt.close()
+    assert read_rows(spark, tmp_path / "out") == [(1, "w1", 10)]
