@@ -592,6 +592,11 @@ class ClusterState:
     def release_leadership(self) -> None:
         self._leader_identifier = None
         lock, self._leader_lock = self._leader_lock, None
+        if lock is not None and not self._zk.connected:
+            # kazoo would retry the release until ZooKeeper is back, hanging a shutdown; the lock
+            # node is ephemeral and goes with this session anyway.
+            log.info("not releasing leadership explicitly: ZooKeeper is not connected")
+            return
         if lock is not None:
             try:
                 lock.release()
