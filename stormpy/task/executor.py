@@ -79,6 +79,7 @@ class TaskBase:
         self.routes = build_routes(executor.plan, executor.component_id, self.context,
                                    executor.runtime.local_tasks)
         self.restarts = 0
+        self.failed_starts = 0     # crashes since the task last initialized successfully
         self.down_until = 0.0
         self._reported: BaseException | None = None
 
@@ -301,6 +302,7 @@ class Executor:
         except Exception as exc:
             self._crash(task, exc, "initialize")
             return
+        task.failed_starts = 0  # initialized: only consecutive failures to start grow the backoff
         interval = getattr(component, "timer_interval_secs", None)
         if interval:
             self.add_timer(interval, lambda t=task, c=component: self._component_timer(t, c),
@@ -340,11 +342,18 @@ class Executor:
                 log.debug("close() of crashed task %d raised", task.task_id, exc_info=True)
         delay = self._backoff(task)
         task.restarts += 1
+        task.failed_starts += 1
         task.down_until = time.monotonic() + delay
         self.timers.append(Timer(delay, lambda: self._restart(task), f"restart:{task.task_id}", time.monotonic()))
 
     def _backoff(self, task: TaskBase) -> float:
-        return min(self.backoff_secs * (2 ** min(task.restarts, 5)), max(self.backoff_secs, _MAX_BACKOFF_SECS))
+        """The pause before a crashed task is re-created.
+
+        ``task.failed_starts`` counts crashes since the task last initialized successfully, so a bolt
+        that raises on an occasional tuple restarts after the plain short backoff (its tuples fail
+        and replay), while one that cannot even initialize backs off exponentially.
+        """
+        return min(self.backoff_secs * (2 ** min(task.failed_starts, 8)), max(self.backoff_secs, _MAX_BACKOFF_SECS))
 
     def _restart(self, task: TaskBase) -> None:
         self.timers = [t for t in self.timers if t.name != f"restart:{task.task_id}"]
