@@ -17,12 +17,13 @@ from typing import Any
 
 from stormpy.serialization import SCALARS, SerializationError
 from stormpy.task.executor import ACK_ACK, ACK_FAIL, SYSTEM_COMPONENT, TICK, Executor, TaskBase
-from stormpy.task.tuple import Tuple, values_class
+from stormpy.task.tuple import ReceivedTuple, Tuple, values_class
 
 log = logging.getLogger(__name__)
 
 _getrandbits = random.getrandbits
 _tuple_new = tuple.__new__
+new_tuple = ReceivedTuple
 # Value types the emit fast path accepts without a call; ints need a range check.
 _FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
 
@@ -111,13 +112,15 @@ def make_bolt_emit(task: "BoltTask") -> Any:
                 if len(roots) != 1:
                     return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
                 (root,) = roots
+                acc = 0
                 for target in targets:
                     edge = getrandbits(64)
-                    current._ack_val ^= edge
+                    acc ^= edge
                     box = outbox[target]
                     box.append(("default", tid, values, {root: edge}))
                     if len(box) >= batch_size:
                         send_full(target)
+                current._ack_val ^= acc
                 counter[0] += 1
                 counter[1] += len(targets)
                 return None
@@ -426,23 +429,33 @@ class BoltExecutor(Executor):
         n_exec = n_ack = 0
         run_root: int | None = None
         run_val = 0
+        # A batch usually comes from one source task on one stream: the lookup of component,
+        # values class and stats key is redone only when (src, stream) changes.
+        last_src: Any = None
+        last_stream: Any = None
+        component_id: Any = None
+        cls: Any = None
+        skey: Any = None
         try:
             for index, message in enumerate(messages):
                 stream, src, values, anchors = message
-                fast = single.get(src)
-                if fast is not None and fast[0] == stream:
-                    _stream, component_id, cls, skey = fast
-                else:
-                    by_src = by_stream.get(stream)
-                    info = by_src.get(src) if by_src is not None else None
-                    if info is None:
-                        self._on_system(task, message)
-                        continue
-                    component_id, cls, skey = info
-                if skey is not cur_key:
-                    self._count(cur_key, n_exec, n_ack)
-                    cur_key, n_exec, n_ack = skey, 0, 0
-                tup = Tuple(None, component_id, stream, src, _tuple_new(cls, values), anchors, 0.0, skey)
+                if src != last_src or stream != last_stream:
+                    fast = single.get(src)
+                    if fast is not None and fast[0] == stream:
+                        _stream, component_id, cls, skey = fast
+                    else:
+                        by_src = by_stream.get(stream)
+                        info = by_src.get(src) if by_src is not None else None
+                        if info is None:
+                            last_src = None  # the locals above no longer match last_src
+                            self._on_system(task, message)
+                            continue
+                        component_id, cls, skey = info
+                    last_src, last_stream = src, stream
+                    if skey is not cur_key:
+                        self._count(cur_key, n_exec, n_ack)
+                        cur_key, n_exec, n_ack = skey, 0, 0
+                tup = new_tuple(component_id, stream, src, _tuple_new(cls, values), anchors, skey)
                 task.current = tup
                 sample -= 1
                 if sample:
@@ -461,15 +474,25 @@ class BoltExecutor(Executor):
                     n_ack += 1
                     if anchors is not None and ackers:
                         val = tup._ack_val
-                        for root, edge in anchors.items():
+                        if len(anchors) == 1:
+                            # One root (the common case): no items() iterator.
+                            (root,) = anchors
                             # Consecutive tuples of one tree (a sentence's words) combine
                             # in locals; the dict is touched when the root changes.
                             if root == run_root:
-                                run_val ^= edge ^ val
+                                run_val ^= anchors[root] ^ val
                             else:
                                 if run_root is not None:
                                     pending[run_root] = pending.get(run_root, 0) ^ run_val
-                                run_root, run_val = root, edge ^ val
+                                run_root, run_val = root, anchors[root] ^ val
+                        else:
+                            for root, edge in anchors.items():
+                                if root == run_root:
+                                    run_val ^= edge ^ val
+                                else:
+                                    if run_root is not None:
+                                        pending[run_root] = pending.get(run_root, 0) ^ run_val
+                                    run_root, run_val = root, edge ^ val
                     if tup._recv:
                         stats.add_latency(stats.process_ms, skey, (time.monotonic() - now) * 1000.0)
                 else:
