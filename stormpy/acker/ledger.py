@@ -24,6 +24,7 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 ACKED = "ack"
+_COMPACT_MIN = 4096
 FAILED = "fail"
 
 
@@ -33,6 +34,12 @@ class RotatingMap(Generic[K, V]):
     One dict holds the values (one lookup per operation); each bucket lists the keys put
     during its generation. A key removed and put again stays in its old bucket's list too,
     which can only shorten its life: keys here are random 64-bit ids, so this does not occur.
+
+    Removed keys stay in their bucket's list until it expires; at tens of thousands of trees
+    a second that list held every tree of a whole rotation period (tens of MB per map, a
+    sawtooth in worker RSS). So the newest list is compacted whenever it grows past twice the
+    live entries (and at least ``_COMPACT_MIN``): each list then stays O(live entries), and
+    the copying is amortized O(1) per put, since at least that many puts happen in between.
     """
 
     def __init__(self, num_buckets: int = 3) -> None:
@@ -40,6 +47,7 @@ class RotatingMap(Generic[K, V]):
             raise ValueError("RotatingMap needs at least 2 buckets")
         self._values: dict[K, V] = {}
         self._buckets: deque[list[K]] = deque([] for _ in range(num_buckets))
+        self._compact_at = _COMPACT_MIN
 
     def __len__(self) -> int:
         return len(self._values)
@@ -51,9 +59,20 @@ class RotatingMap(Generic[K, V]):
         return self._values.get(key, default)
 
     def put(self, key: K, value: V) -> None:
-        if key not in self._values:
-            self._buckets[0].append(key)
-        self._values[key] = value
+        values = self._values
+        if key in values:
+            values[key] = value
+            return
+        values[key] = value  # before compacting, which keeps only keys in values
+        bucket = self._buckets[0]
+        bucket.append(key)
+        if len(bucket) > self._compact_at:
+            self._compact_newest()
+
+    def _compact_newest(self) -> None:
+        values = self._values
+        self._buckets[0] = [key for key in self._buckets[0] if key in values]
+        self._compact_at = max(_COMPACT_MIN, 2 * len(values))
 
     def pop(self, key: K, default: Any = None) -> Any:
         return self._values.pop(key, default)
