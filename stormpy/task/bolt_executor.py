@@ -94,6 +94,8 @@ def make_bolt_emit(task: "BoltTask") -> Any:
     tid = task.task_id
     fast_types = _FAST_TYPES
     getrandbits = _getrandbits
+    key_cache = getattr(select, "key_cache", None)  # fields grouping on one field
+    key_index = getattr(select, "key_index", 0)
 
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
              direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
@@ -104,7 +106,13 @@ def make_bolt_emit(task: "BoltTask") -> Any:
         for value in values:
             if type(value) not in fast_types:
                 check(value)
-        targets = select(values)
+        if key_cache is not None:
+            key = values[key_index]
+            targets = key_cache.get(key) if type(key) is str else None
+            if targets is None:
+                targets = select(values)
+        else:
+            targets = select(values)
         current = task.current
         if current is not None:
             roots = current._anchors

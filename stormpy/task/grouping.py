@@ -84,6 +84,10 @@ def fields_selector(tasks: Sequence[int], indexes: list[int]) -> Selector:
                 return hit
             return choices[zlib.crc32(stable_key_bytes([key])) % n]
 
+        # Emit fast paths look str keys up in the cache themselves (a call saved per tuple)
+        # and call select_one only on a miss; select_one alone fills and clears the cache.
+        select_one.key_index = index  # type: ignore[attr-defined]
+        select_one.key_cache = cache  # type: ignore[attr-defined]
         return select_one
 
     def select_many(values: Sequence[Any]) -> list[int]:
