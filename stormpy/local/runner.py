@@ -76,7 +76,7 @@ class LocalTopology:
         self.reporter = LocalReporter(int(self.conf.get("topology.error.retain") or 10))
         self.transfer = LocalTransfer()
         self.runtime = WorkerRuntime(self.plan, self.plan.executors(), self.transfer, self.reporter,
-                                     host="localhost", port=0)
+                                     host="localhost", port=0, pin_cpu=True)  # one process: one core
         self.transfer.bind(self.runtime)
 
     def start(self, active: bool = True) -> "LocalTopology":

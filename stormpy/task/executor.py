@@ -180,6 +180,9 @@ class Executor:
 
     # ------------------------------------------------------------ executor thread
     def _thread_main(self) -> None:
+        pin = getattr(self.runtime, "pin_thread", None)
+        if pin is not None:
+            pin()  # share one core with the runtime's other threads (see runtime.choose_cpu)
         try:
             now = time.monotonic()
             self.add_timer(30.0, lambda: self.stats.snapshot_if_due(), "stats")
