@@ -251,15 +251,22 @@ class BoltTask(TaskBase):
         log.warning("bolt %s task %d: ack/fail of unknown tuple id %r ignored", self.component_id, self.task_id, tup)
         return None
 
-    def ack(self, tup: Tuple) -> None:
+    def _settle(self, tup: Tuple | Any) -> Tuple | None:
+        """The tuple (resolved from an id if need be) the first time it is acked or failed, else None."""
         if not isinstance(tup, Tuple):
-            tup = self._resolve(tup)  # type: ignore[assignment]
+            tup = self._resolve(tup)
             if tup is None:
-                return
+                return None
         if tup._done:
-            return
+            return None
         tup._done = True
         self.held.pop(id(tup), None)
+        return tup
+
+    def ack(self, tup: Tuple) -> None:
+        tup = self._settle(tup)
+        if tup is None:
+            return
         anchors = tup._anchors
         ex = self.executor
         if anchors is not None and ex.num_ackers:
@@ -273,14 +280,9 @@ class BoltTask(TaskBase):
             ex.stats.add_latency(ex.stats.process_ms, skey, (time.monotonic() - tup._recv) * 1000.0)
 
     def fail(self, tup: Tuple) -> None:
-        if not isinstance(tup, Tuple):
-            tup = self._resolve(tup)  # type: ignore[assignment]
-            if tup is None:
-                return
-        if tup._done:
+        tup = self._settle(tup)
+        if tup is None:
             return
-        tup._done = True
-        self.held.pop(id(tup), None)
         anchors = tup._anchors
         ex = self.executor
         if anchors is not None and ex.num_ackers:
