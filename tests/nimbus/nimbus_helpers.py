@@ -56,7 +56,8 @@ def code_zip(files: Mapping[str, str] | None = None) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
         for name, text in (files or {"t.py": "# topology\n"}).items():
-            archive.writestr(name, text)
+            # A fixed timestamp: tests compare archives built at different moments byte for byte.
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), text)
     return buf.getvalue()
 
 
