@@ -70,6 +70,12 @@ def finish(cluster, name: str, topology_id: str, timeout: float = 60) -> None:
     wait_until(lambda: cluster.topology_id(name) is None, timeout, f"{name} to leave the topology list")
 
 
+def wait_for_more_acks(out_dir, what: str, timeout: float = 60) -> None:
+    """Wait until the spouts have acked 50 more tuples than now: the topology is flowing again."""
+    before = len(acked_ids(out_dir))
+    wait_until(lambda: len(acked_ids(out_dir)) > before + 50, timeout, what)
+
+
 def test_wordcount_exact_counts_on_two_supervisors_three_workers_then_kill(cluster, out_dir):
     name = unique("wc")
     total = 500
@@ -136,8 +142,7 @@ def test_rebalance_changes_worker_count(cluster, out_dir):
         cluster.wait_workers(topology_id, 1)
         cluster.cli("rebalance", name, "-w", "1", "-n", "3")
         cluster.wait_workers(topology_id, 3, timeout=90)
-        acked = len(acked_ids(out_dir))
-        wait_until(lambda: len(acked_ids(out_dir)) > acked + 50, 60, "acks after the rebalance")
+        wait_for_more_acks(out_dir, "acks after the rebalance", timeout=60)
     finally:
         finish(cluster, name, topology_id)
 
@@ -156,8 +161,7 @@ def test_supervisor_sigkill_leaves_workers_and_restart_adopts_them(cluster, out_
         cluster.restart_supervisor(0)
         wait_until(lambda: "adopted worker" in cluster.supervisors[0].output(), 60,
                    "the restarted supervisor to adopt its workers")
-        acked = len(acked_ids(out_dir))
-        wait_until(lambda: len(acked_ids(out_dir)) > acked + 50, 60, "acks after the supervisor restart")
+        wait_for_more_acks(out_dir, "acks after the supervisor restart", timeout=60)
         assert cluster.worker_pids(topology_id, supervisor=0) == mine, "adopted, not relaunched"
     finally:
         finish(cluster, name, topology_id)
@@ -185,8 +189,7 @@ def test_nimbus_sigkill_tuples_keep_flowing_and_restart_resumes(cluster, out_dir
 
         wait_until(quiet, 60, "acks to stop while the topology is INACTIVE")
         cluster.cli("activate", name)
-        acked = len(acked_ids(out_dir))
-        wait_until(lambda: len(acked_ids(out_dir)) > acked + 50, 60, "acks after Nimbus came back")
+        wait_for_more_acks(out_dir, "acks after Nimbus came back", timeout=60)
     finally:
         finish(cluster, name, topology_id)
 
@@ -200,8 +203,7 @@ def test_zookeeper_restart_daemons_reconnect(cluster, out_dir):
         cluster.kill_zookeeper()
         time.sleep(1)
         cluster.start_zookeeper()
-        acked = len(acked_ids(out_dir))
-        wait_until(lambda: len(acked_ids(out_dir)) > acked + 50, 90, "acks after the ZooKeeper restart")
+        wait_for_more_acks(out_dir, "acks after the ZooKeeper restart", timeout=90)
         wait_until(lambda: len(cluster.supervisor_summaries()) == 2, 60, "both supervisors registered again")
         assert cluster.worker_pids(topology_id) == pids
     finally:
