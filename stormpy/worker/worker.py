@@ -30,7 +30,7 @@ from typing import Any
 
 from stormpy import config as C
 from stormpy.serialization import from_conf
-from stormpy.supervisor import localstate
+from stormpy import disk_layout
 from stormpy.thrift import storm
 from stormpy.worker.heartbeat import ErrorReporter, Heart, cluster_heartbeat, local_heartbeat
 from stormpy.worker.transfer import ZmqTransfer
@@ -132,7 +132,7 @@ class Worker:
 
     def _start_local_heartbeat(self) -> None:
         def beat() -> None:
-            localstate.write_worker_heartbeat(self.local_dir, self.worker_id,
+            disk_layout.write_worker_heartbeat(self.local_dir, self.worker_id,
                                               local_heartbeat(self.topology_id, self.executors, self.port))
 
         heart = Heart("local-heartbeat", self.conf[C.WORKER_HEARTBEAT_FREQUENCY_SECS], beat)
@@ -154,7 +154,7 @@ class Worker:
     def _load_plan(self) -> Any:
         from stormpy.topology.plan import load_plan
 
-        dist = localstate.stormdist_dir(self.local_dir, self.topology_id)
+        dist = disk_layout.stormdist_dir(self.local_dir, self.topology_id)
         try:
             topology_bytes = (dist / "stormtopology.ser").read_bytes()
             conf_json = (dist / "stormconf.json").read_text()
@@ -248,7 +248,7 @@ def code_paths(local_dir: str, topology_id: str) -> list[Path]:
     resolve the same way. An archive made by other tools may wrap everything in one top-level
     directory; then that directory is used.
     """
-    code = localstate.code_dir(local_dir, topology_id)
+    code = disk_layout.code_dir(local_dir, topology_id)
     if not code.is_dir():
         return []
     entries = [p for p in code.iterdir() if p.name != "__pycache__"]

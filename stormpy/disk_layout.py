@@ -1,0 +1,131 @@
+"""Files on a supervisor host's local disk that the supervisor AND its workers use.
+
+Layout under ``storm.local.dir`` (DESIGN section 5, seed 000 section 2)::
+
+    supervisor/stormdist/<topology-id>/  stormcode.zip, stormtopology.ser, stormconf.json, code/
+    supervisor/tmp/                      downloads in progress (moved into stormdist when complete)
+    workers/<worker-id>/heartbeats       LSWorkerHeartbeat, written by the worker
+    workers/<worker-id>/pid              the worker's pid, written by the supervisor at launch
+    workers/<worker-id>/supervisor-conf.json   the conf the worker was launched with
+
+This module sits below ``stormpy.supervisor`` and ``stormpy.worker`` so that a worker process
+(user code's host) never imports daemon code: both sides agree on paths here. The
+supervisor's own keyed state (``supervisor/localstate/``) stays in
+``stormpy.supervisor.localstate``.
+
+Every write goes to a temporary file that is renamed over the target, so a reader (the
+supervisor reading a heartbeat, a restarted supervisor reading its state) never sees half a
+file even when the writer is SIGKILLed. Thrift structs use the compact protocol.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TypeVar
+
+from stormpy.thrift import deserialize, serialize, storm
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (atomic on POSIX)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_struct(path: Path, cls: type[T]) -> T | None:
+    """The struct in ``path``, or None when it is missing or unreadable (logged)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("cannot read %s: %s", path, exc)
+        return None
+    try:
+        return deserialize(cls, data)
+    except Exception as exc:  # noqa: BLE001 - a torn or foreign file is "no state", not a crash
+        log.warning("ignoring unreadable %s: %s", path, exc)
+        return None
+
+
+# ---------------------------------------------------------------- worker directories
+
+def workers_root(local_dir: str | os.PathLike[str]) -> Path:
+    return Path(local_dir) / "workers"
+
+
+def worker_dir(local_dir: str | os.PathLike[str], worker_id: str) -> Path:
+    return workers_root(local_dir) / worker_id
+
+
+def heartbeat_path(local_dir: str | os.PathLike[str], worker_id: str) -> Path:
+    return worker_dir(local_dir, worker_id) / "heartbeats"
+
+
+def pid_path(local_dir: str | os.PathLike[str], worker_id: str) -> Path:
+    return worker_dir(local_dir, worker_id) / "pid"
+
+
+def worker_conf_path(local_dir: str | os.PathLike[str], worker_id: str) -> Path:
+    return worker_dir(local_dir, worker_id) / "supervisor-conf.json"
+
+
+def write_worker_heartbeat(local_dir: str | os.PathLike[str], worker_id: str,
+                           heartbeat: "storm.LSWorkerHeartbeat") -> None:
+    """Called by the worker's heartbeat thread."""
+    atomic_write(heartbeat_path(local_dir, worker_id), serialize(heartbeat))
+
+
+def read_worker_heartbeat(local_dir: str | os.PathLike[str], worker_id: str) -> "storm.LSWorkerHeartbeat | None":
+    return read_struct(heartbeat_path(local_dir, worker_id), storm.LSWorkerHeartbeat)
+
+
+def write_pid(local_dir: str | os.PathLike[str], worker_id: str, pid: int) -> None:
+    atomic_write(pid_path(local_dir, worker_id), str(pid).encode())
+
+
+def read_pid(local_dir: str | os.PathLike[str], worker_id: str) -> int | None:
+    try:
+        return int(pid_path(local_dir, worker_id).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def remove_worker_dir(local_dir: str | os.PathLike[str], worker_id: str) -> None:
+    shutil.rmtree(worker_dir(local_dir, worker_id), ignore_errors=True)
+
+
+# ---------------------------------------------------------------- topology code
+
+def stormdist_root(local_dir: str | os.PathLike[str]) -> Path:
+    return Path(local_dir) / "supervisor" / "stormdist"
+
+
+def stormdist_dir(local_dir: str | os.PathLike[str], topology_id: str) -> Path:
+    """Where a topology's downloaded files live; ``code/`` inside is the unzipped user code."""
+    return stormdist_root(local_dir) / topology_id
+
+
+def code_dir(local_dir: str | os.PathLike[str], topology_id: str) -> Path:
+    return stormdist_dir(local_dir, topology_id) / "code"
+
+
+def downloads_tmp(local_dir: str | os.PathLike[str]) -> Path:
+    return Path(local_dir) / "supervisor" / "tmp"
