@@ -4,11 +4,10 @@ The user API is streamparse/pystorm-compatible: ``from stormpy import Spout, Bol
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from stormpy.task.component import BatchingBolt, Bolt, Spout, TicklessBatchingBolt  # noqa: E402
 from stormpy.task.tuple import Tuple  # noqa: E402
 from stormpy.topology.dsl import Grouping, Stream, Topology  # noqa: E402
+from stormpy.version import __version__  # noqa: E402
 
 __all__ = ["BatchingBolt", "Bolt", "Grouping", "Spout", "Stream", "TicklessBatchingBolt", "Topology", "Tuple",
            "__version__"]

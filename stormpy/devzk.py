@@ -8,12 +8,10 @@ cleanly on SIGTERM or Ctrl-C. Without Java the command fails with one line sayin
 from __future__ import annotations
 
 import logging
-import signal
-import threading
-from types import FrameType
 
 from stormpy import config as cfg
 from stormpy.errors import UserError
+from stormpy.signals import StopOnSignals
 from stormpy.testing.processes import port_open
 from stormpy.testing.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
@@ -26,12 +24,11 @@ def run_dev_zookeeper(conf: cfg.Config) -> int:
     if port_open("127.0.0.1", port):
         raise UserError(f"port {port} is already in use (another ZooKeeper?); set storm.zookeeper.port")
     server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0")
-    stop = threading.Event()
+    with StopOnSignals(who="dev-zookeeper") as signals:
+        return _serve(server, port, signals)
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+def _serve(server: ZooKeeperServer, port: int, signals: StopOnSignals) -> int:
     try:
         try:
             server.start(timeout=90)
@@ -42,14 +39,11 @@ def run_dev_zookeeper(conf: cfg.Config) -> int:
             raise UserError(lines[0] if lines else "ZooKeeper did not start") from None
         log.info("dev ZooKeeper running on port %d (data in %s, log %s); Ctrl-C to stop",
                  port, server.data_dir, server.log_path)
-        while not stop.wait(1.0):
-            if not server.is_alive():
-                log.error("ZooKeeper exited unexpectedly (code %s):\n%s", server.proc and server.proc.returncode,
-                          server.tail())
-                return 1
+        if not signals.wait(alive=server.is_alive):
+            log.error("ZooKeeper exited unexpectedly (code %s):\n%s", server.proc and server.proc.returncode,
+                      server.tail())
+            return 1
         return 0
     finally:
-        server.stop(reason="stormpy dev-zookeeper stopping")
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        server.stop(reason=f"stormpy dev-zookeeper stopping: {signals.reason('exiting')}")
 

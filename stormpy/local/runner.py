@@ -15,7 +15,6 @@ file, no signal handling).
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from typing import Any
 from stormpy.config import Config
 from stormpy.errors import UserError
 from stormpy.local.transfer import LocalTransfer
+from stormpy.signals import StopOnSignals
 from stormpy.task.runtime import LoggingReporter, WorkerRuntime
 
 log = logging.getLogger(__name__)
@@ -107,30 +107,8 @@ def progress_line(totals: Mapping[str, int], elapsed: float, errors: int) -> str
             f"({rate:,.0f} acked/s) errors={errors}")
 
 
-class _Signals:
-    """SIGINT/SIGTERM set an event (main thread only); a second signal restores the default."""
-
-    def __init__(self, stop: threading.Event) -> None:
-        self.stop = stop
-        self.previous: dict[int, Any] = {}
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.stop.is_set():
-            signal.signal(signum, signal.SIG_DFL)
-            return
-        print(f"stormpy local: {signal.Signals(signum).name} received, stopping "
-              f"(draining in-flight tuples)", file=sys.stderr, flush=True)
-        self.stop.set()
-
-    def __enter__(self) -> "_Signals":
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self.previous[signum] = signal.signal(signum, self._handler)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
+def _announce(message: str) -> None:
+    print(f"{message} (draining in-flight tuples)", file=sys.stderr, flush=True)
 
 
 def run_local(topology_file: str, name: str | None = None, duration: float = 0, conf: Config | None = None,
@@ -143,7 +121,7 @@ def run_local(topology_file: str, name: str | None = None, duration: float = 0, 
     local = LocalTopology(topology_cls, name, conf, user_overrides)
     stop = stop_event or threading.Event()
     errors = local.reporter.errors
-    with _Signals(stop):
+    with StopOnSignals(stop, who="stormpy local", announce=_announce, second_signal_kills=True):
         print(f"stormpy local: running {name} ({local.topology_id}) with "
               f"{len(local.plan.executors())} executors, {len(local.plan.task_component)} tasks; "
               + (f"stopping after {duration:g}s" if duration else "Ctrl-C to stop"), file=sys.stderr, flush=True)

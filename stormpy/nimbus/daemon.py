@@ -9,10 +9,8 @@ for a signal; the work happens on the timer and connection threads.
 from __future__ import annotations
 
 import logging
-import signal
 import socket
 import threading
-from types import FrameType
 
 from stormpy import config as cfg
 from stormpy.cluster_state import ClusterState
@@ -22,6 +20,7 @@ from stormpy.nimbus.core import Nimbus
 from stormpy.nimbus.files import NimbusFiles
 from stormpy.nimbus.monitor import EventTimer, NimbusMonitor
 from stormpy.nimbus.server import NimbusHandler, ThriftServer, nimbus_summary
+from stormpy.signals import StopOnSignals
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +79,11 @@ class NimbusDaemon:
         if state == "LOST":
             log.warning("ZooKeeper session lost: housekeeping pauses until leadership is re-acquired")
 
-    def wait(self) -> None:
-        while not self.stop_event.wait(1.0):
-            pass
-
     def stop(self, reason: str) -> None:
         log.info("Nimbus stopping: %s", reason)
         self.stop_event.set()
         if self.server is not None:
-            self.server.stop()
+            self.server.stop(reason)
         if self.timer is not None:
             self.timer.stop(reason)
         if self.state is not None:
@@ -101,16 +96,10 @@ def run_nimbus(conf: cfg.Config) -> int:
     path = add_file_log(daemon_log_path(conf[cfg.STORM_LOG_DIR], "nimbus"))
     log.info("Nimbus logging to %s", path)
     daemon = NimbusDaemon(conf)
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        daemon.stop_event.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        daemon.start()
-        daemon.wait()
-    finally:
-        daemon.stop(reason="signal received" if daemon.stop_event.is_set() else "startup failed")
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with StopOnSignals(daemon.stop_event, who="nimbus") as signals:
+        try:
+            daemon.start()
+            signals.wait()
+        finally:
+            daemon.stop(reason=signals.reason("stop requested" if daemon.stop_event.is_set() else "startup failed"))
     return 0

@@ -27,10 +27,10 @@ from thriftpy2.transport import TTransportException
 from stormpy.nimbus import transitions as tr
 from stormpy.nimbus.core import Nimbus, not_alive
 from stormpy.thrift import storm
+from stormpy.version import DAEMON_VERSION
 
 log = logging.getLogger(__name__)
 
-VERSION = "stormpy-0.1.0"
 MAX_CONNECTIONS = 128
 IDLE_TIMEOUT_SECS = 300.0
 
@@ -269,7 +269,9 @@ class ThriftServer:
         log.info("Nimbus Thrift server listening on %s:%d", self.host, self.port)
         return self
 
-    def stop(self) -> None:
+    def stop(self, reason: str) -> None:
+        """Stop accepting connections; open ones end after their current call."""
+        log.info("Nimbus Thrift server on port %d stopping: %s", self.port, reason)
         self._stopped.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
@@ -315,4 +317,4 @@ class ThriftServer:
 
 def nimbus_summary(host: str, port: int, uptime_secs: int, is_leader: bool) -> Any:
     """The NimbusSummary registered under /nimbuses."""
-    return storm.NimbusSummary(host=host, port=port, uptime_secs=uptime_secs, isLeader=is_leader, version=VERSION)
+    return storm.NimbusSummary(host=host, port=port, uptime_secs=uptime_secs, isLeader=is_leader, version=DAEMON_VERSION)

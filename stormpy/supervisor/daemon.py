@@ -17,7 +17,6 @@ supervisor does not yet know what should run.
 from __future__ import annotations
 
 import logging
-import signal
 import socket
 import threading
 import time
@@ -27,15 +26,15 @@ from typing import Any
 
 from stormpy import config as C
 from stormpy.logs import add_file_log, daemon_log_path
+from stormpy.signals import StopOnSignals
 from stormpy.supervisor import localstate
 from stormpy.supervisor.launcher import Launcher
 from stormpy.supervisor.slot import Heartbeat, Limits, LocalAssignment, Phase, SlotState, adopted, step
 from stormpy.supervisor.sync import Syncer
 from stormpy.thrift import storm
+from stormpy.version import DAEMON_VERSION
 
 log = logging.getLogger(__name__)
-
-VERSION = "stormpy-0.1.0"
 
 
 class PortWorld:
@@ -188,7 +187,7 @@ class Supervisor:
         used = [port for port, s in self.slots.items() if s.phase is not Phase.EMPTY]
         info = storm.SupervisorInfo(time_secs=int(time.time()), hostname=self.hostname,
                                     assignment_id=self.supervisor_id, used_ports=used, meta=list(self.ports),
-                                    uptime_secs=int(time.time() - self.started_at), version=VERSION)
+                                    uptime_secs=int(time.time() - self.started_at), version=DAEMON_VERSION)
         self.state.set_supervisor_info(self.supervisor_id, info)
 
     def _heartbeat_loop(self) -> None:
@@ -253,18 +252,10 @@ def run_supervisor(conf: Mapping[str, Any]) -> int:
     conf = conf if isinstance(conf, C.Config) else C.Config(conf)
     path = add_file_log(daemon_log_path(conf[C.STORM_LOG_DIR], "supervisor"))
     log.info("supervisor logging to %s", path)
-    done = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("received signal %d", signum)
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    supervisor = Supervisor(conf).start()
-    try:
-        while not done.wait(1.0):
-            pass
-    finally:
-        supervisor.stop(reason="signal received")
+    with StopOnSignals(who="supervisor") as signals:
+        supervisor = Supervisor(conf).start()
+        try:
+            signals.wait()
+        finally:
+            supervisor.stop(reason=signals.reason("supervisor exiting"))
     return 0

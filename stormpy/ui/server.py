@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -30,6 +29,7 @@ import stormpy
 from stormpy.config import NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOG_DIR, UI_HOST, UI_PORT, Config
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
+from stormpy.signals import StopOnSignals
 from stormpy.thrift import storm
 from stormpy.ui import api, pages
 
@@ -378,28 +378,19 @@ def run_ui(conf: Config) -> int:
         server = make_server(conf, host, port)
     except OSError as exc:
         raise UserError(f"UI cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        log.info("ui: received %s, stopping", signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
                               name="ui-http", daemon=True)
     thread.start()
     log.info("UI serving on http://%s:%d/ (Nimbus at %s, log %s)", host, server.port,
              server.app.nimbus_address(), log_path)
-    try:
-        while not stop.wait(1.0):
-            if not thread.is_alive():
+    with StopOnSignals(who="ui") as signals:
+        try:
+            if not signals.wait(alive=thread.is_alive):
                 log.error("ui: HTTP server thread died; stopping")
                 return 1
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    log.info("ui: stopped")
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=10)
+    log.info("ui: stopped (%s)", signals.reason("stop requested"))
     return 0

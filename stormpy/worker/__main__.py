@@ -12,12 +12,11 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 
 from stormpy import config as C
 from stormpy.logs import FORMAT, add_file_log, worker_log_path
+from stormpy.signals import StopOnSignals
 
 log = logging.getLogger("stormpy.worker")
 
@@ -61,29 +60,21 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(conf, args.topology_id, args.port)
     from stormpy.worker.worker import Worker, WorkerStartError
 
-    done = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("worker received signal %d", signum)
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     worker = Worker(conf, args.topology_id, args.supervisor_id, args.port, args.worker_id)
     drain = max(0.2, conf[C.SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS] / 2.0)
-    try:
-        worker.start()
-    except WorkerStartError as exc:
-        log.error("worker cannot start: %s", exc)
-        worker.stop(drain_secs=0)
-        return 2
-    except Exception:
-        log.exception("worker failed to start")
-        worker.stop(drain_secs=0)
-        return 1
-    while not done.wait(1.0):
-        pass
-    worker.stop(drain_secs=drain)
+    with StopOnSignals(who="worker") as signals:
+        try:
+            worker.start()
+        except WorkerStartError as exc:
+            log.error("worker cannot start: %s", exc)
+            worker.stop(f"cannot start: {exc}", drain_secs=0)
+            return 2
+        except Exception:
+            log.exception("worker failed to start")
+            worker.stop("failed to start", drain_secs=0)
+            return 1
+        signals.wait()
+        worker.stop(signals.reason("stop requested"), drain_secs=drain)
     return 0
 
 

@@ -147,8 +147,9 @@ class ZmqTransfer:
             self._threads.append(thread)
         log.info("transfer: listening on port %d", self.port)
 
-    def stop(self, timeout_secs: float = 5.0) -> None:
+    def stop(self, reason: str, timeout_secs: float = 5.0) -> None:
         """Flush what is queued (bounded by ``timeout_secs``), stop both threads, close sockets."""
+        log.info("transfer: stopping port %d: %s", self.port, reason)
         self._outbox.put(_STOP)
         self._stop.set()
         for thread in self._threads:

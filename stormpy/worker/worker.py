@@ -215,9 +215,9 @@ class Worker:
 
     # ------------------------------------------------------------ shutdown
 
-    def stop(self, drain_secs: float = 1.0) -> None:
+    def stop(self, reason: str, drain_secs: float = 1.0) -> None:
         """Deactivate spouts, drain, stop the transport and heartbeats, leave ZooKeeper."""
-        log.info("worker %s stopping (drain %.1fs)", self.worker_id, drain_secs)
+        log.info("worker %s stopping (drain %.1fs): %s", self.worker_id, drain_secs, reason)
         self._stop.set()
         self._refresh_wanted.set()
         for watch in self._watches:
@@ -228,7 +228,7 @@ class Worker:
             except Exception:  # noqa: BLE001 - keep shutting the rest down
                 log.exception("runtime did not stop cleanly")
         if self.transfer is not None:
-            self.transfer.stop(timeout_secs=2.0)
+            self.transfer.stop(f"worker stopping: {reason}", timeout_secs=2.0)
         for heart in self._hearts:
             heart.stop()
         if self.reporter is not None:

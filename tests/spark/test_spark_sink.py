@@ -4,7 +4,6 @@ the fixture holds it, the sinks share it, and it is stopped after the last Spark
 from __future__ import annotations
 
 import collections
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,18 +13,11 @@ import pytest
 from stormpy import Spout, Topology
 from stormpy.local.runner import LocalTopology
 from stormpy.spark.sink import SparkSinkBolt
+from stormpy.testing import wait_until
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_wordcount.py"
 WAIT_SECS = 90
 Conf = dict[str, Any]
-
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = WAIT_SECS) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------- test topology parts
@@ -131,7 +123,7 @@ def test_rows_in_parquet_equal_the_tuples_emitted(spark: Any, spark_conf: Conf, 
     local = running(RowsToParquet, "sink-rows", run_conf(tmp_path, spark_conf, **{
         "test.rows": n, "spark.sink.batch.size": 1000, "spark.sink.batch.secs": 1}))
     spout = components(local, "rows")[0]
-    wait_until(lambda: len(spout.acked) == n, f"all {n} rows acked by the sink")
+    wait_until(lambda: len(spout.acked) == n, WAIT_SECS, f"all {n} rows acked by the sink")
     sink = components(local, "sink")[0]
     stats = next(s for s in local.runtime.stats().values() if s["component"] == "sink")
     local.stop()
@@ -150,7 +142,7 @@ def test_failed_handle_batch_fails_its_tuples_which_replay_and_are_written(spark
                     run_conf(tmp_path, spark_conf, **{"test.rows": n, "spark.sink.batch.size": 100,
                                                       "spark.sink.batch.secs": 1}))
     spout = components(local, "rows")[0]
-    wait_until(lambda: len(spout.acked) == n, f"all {n} rows acked after the injected failure")
+    wait_until(lambda: len(spout.acked) == n, WAIT_SECS, f"all {n} rows acked after the injected failure")
     sink = components(local, "sink")[0]
     local.stop()
     assert spout.failed, "the first batch's tuples were not failed"
@@ -167,7 +159,7 @@ def test_partial_batch_is_flushed_after_batch_secs_without_more_input(spark: Any
                     run_conf(tmp_path, spark_conf, **{"test.rows": 10, "spark.sink.batch.size": 1000,
                                                       "spark.sink.batch.secs": 1}))
     spout = components(local, "rows")[0]
-    wait_until(lambda: len(spout.acked) == 10, "the 10 rows of a partial batch to be written and acked")
+    wait_until(lambda: len(spout.acked) == 10, WAIT_SECS, "the 10 rows of a partial batch to be written and acked")
     # The topology still runs: only the batch timer can have written them.
     assert local.runtime.started
     assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(10)]
@@ -180,7 +172,7 @@ def test_shutdown_flushes_the_pending_batch(spark: Any, spark_conf: Conf, tmp_pa
                     run_conf(tmp_path, spark_conf, **{"test.rows": 10, "spark.sink.batch.size": 1000,
                                                       "spark.sink.batch.secs": 25}))
     sink = components(local, "sink")[0]
-    wait_until(lambda: local.runtime.totals()["executed"] >= 10, "the sink to receive 10 rows")
+    wait_until(lambda: local.runtime.totals()["executed"] >= 10, WAIT_SECS, "the sink to receive 10 rows")
     assert sink.metrics["batches"] == 0, "the batch was written before shutdown; batch.secs did not hold it"
     local.stop(drain_secs=0)  # no drain: only the executor's shutdown flush can write them
     assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(10)]
@@ -196,7 +188,7 @@ def test_bad_values_fail_their_batch_with_a_clear_error_and_the_sink_lives_on(
                                                       "spark.sink.batch.size": 50, "spark.sink.batch.secs": 1}))
     spout = components(local, "rows")[0]
     good = set(range(n)) - set(bad)
-    wait_until(lambda: spout.acked >= good and set(bad) <= set(spout.failed),
+    wait_until(lambda: spout.acked >= good and set(bad) <= set(spout.failed), WAIT_SECS,
                "every good row acked and both bad rows failed")
     sink = components(local, "sink")[0]
     local.stop()
@@ -219,7 +211,7 @@ def test_spark_wordcount_example_writes_the_expected_counts(spark: Any, spark_co
                     {**spark_conf, "wordcount.output": str(out), "wordcount.passes": 1,
                      "spark.sink.batch.secs": 1})
     spout = components(local, "sentences")[0]
-    wait_until(lambda: spout.acked == spout.total, "every sentence of the text counted in Parquet")
+    wait_until(lambda: spout.acked == spout.total, WAIT_SECS, "every sentence of the text counted in Parquet")
     local.stop()
     spark.read.parquet(str(out)).createOrReplaceTempView("word_windows")
     got = {r["word"]: r["total"] for r in spark.sql(
@@ -229,7 +221,7 @@ def test_spark_wordcount_example_writes_the_expected_counts(spark: Any, spark_co
 
 def test_sink_without_a_target_reports_a_clear_config_error(tmp_path: Path, running: Any) -> None:
     local = running(RowsToParquet, "sink-nowhere", {"test.rows": 1, "topology.task.restart.backoff.secs": 30})
-    wait_until(lambda: bool(local.reporter.errors.get("sink")), "the sink's initialize error to be reported")
+    wait_until(lambda: bool(local.reporter.errors.get("sink")), WAIT_SECS, "the sink's initialize error to be reported")
     text = local.reporter.errors["sink"][0][2]
     assert "SparkSinkBolt has nowhere to write: set spark.sink.path" in text
 
@@ -250,7 +242,7 @@ def test_batch_secs_over_message_timeout_from_a_config_file_fails_the_sink_at_in
                                                       "spark.sink.batch.secs": 60,
                                                       "topology.message.timeout.secs": 30,
                                                       "topology.task.restart.backoff.secs": 30})
-    wait_until(lambda: bool(local.reporter.errors.get("sink")), "the sink's initialize error to be reported")
+    wait_until(lambda: bool(local.reporter.errors.get("sink")), WAIT_SECS, "the sink's initialize error to be reported")
     assert "spark.sink.batch.secs (60) is larger than topology.message.timeout.secs (30)" in \
         local.reporter.errors["sink"][0][2]
 

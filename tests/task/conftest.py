@@ -5,31 +5,21 @@
 """
 from __future__ import annotations
 
+import functools
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from stormpy.local.runner import LocalTopology
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
-    """Poll ``predicate`` until it is truthy; fail the test naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
+from stormpy.testing import wait_until
 
 
 @pytest.fixture
 def waiter() -> Callable[..., Any]:
-    return wait_until
+    """``stormpy.testing.wait_until`` polling every 20 ms: these waits are for in-process threads."""
+    return functools.partial(wait_until, interval=0.02)
 
 
 @pytest.fixture

@@ -6,30 +6,16 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import msgpack
 import pytest
 import zmq
 
+from stormpy.testing import free_port, wait_until
 from stormpy.worker.transfer import ZmqTransfer
 
 PEER = Path(__file__).with_name("transfer_peer.py")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(pred, timeout: float, what: str, interval: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 class CollectingRuntime:
@@ -95,7 +81,7 @@ def pair(tmp_path):
         yield runtime, transfer, peer, peer_port, flag
     finally:
         peer.stop()
-        transfer.stop()
+        transfer.stop("test done")
 
 
 def test_round_trip_batches_and_local_delivery(pair):
@@ -149,7 +135,7 @@ def test_unserializable_value_is_reported_and_the_rest_sent(tmp_path):
         assert errors and errors[0][0] == 1 and "serialize" in errors[0][1]
     finally:
         peer.stop()
-        transfer.stop()
+        transfer.stop("test done")
 
 
 def test_reroute_when_a_task_moves(pair, tmp_path):

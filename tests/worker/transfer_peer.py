@@ -6,10 +6,9 @@ file exists its runtime reports itself overloaded, which drives the backpressure
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 
+from stormpy.signals import StopOnSignals
 from stormpy.worker.transfer import ZmqTransfer
 
 
@@ -35,11 +34,10 @@ def main() -> None:
     runtime = EchoRuntime(transfer, flag)
     transfer.update_routes({1: ("127.0.0.1", peer_port), 2: ("127.0.0.1", port)})
     transfer.start(runtime)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    print("READY", flush=True)
-    done.wait()
-    transfer.stop()
+    with StopOnSignals(who="transfer peer") as signals:
+        print("READY", flush=True)
+        signals.wait(poll_secs=0.1)
+    transfer.stop(signals.reason("peer test process done"))
 
 
 if __name__ == "__main__":
