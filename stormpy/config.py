@@ -71,6 +71,9 @@ STORM_ZOOKEEPER_SESSION_TIMEOUT = _key("storm.zookeeper.session.timeout", 20000,
 STORM_ZOOKEEPER_CONNECTION_TIMEOUT = _key("storm.zookeeper.connection.timeout", 15000, int, "ZooKeeper connect timeout, ms.")
 STORM_ZOOKEEPER_RETRY_TIMES = _key("storm.zookeeper.retry.times", 5, int, "Retries of a failed ZooKeeper operation.")
 STORM_ZOOKEEPER_RETRY_INTERVAL = _key("storm.zookeeper.retry.interval", 1000, int, "First retry delay, ms.")
+TRANSACTIONAL_ZOOKEEPER_ROOT = _key("transactional.zookeeper.root", "/transactional", str, "Root of Trident coordinator state, one subtree per topology name.")
+TRANSACTIONAL_ZOOKEEPER_SERVERS = _key("transactional.zookeeper.servers", None, list, "ZooKeeper hosts for Trident state; default: storm.zookeeper.servers.")
+TRANSACTIONAL_ZOOKEEPER_PORT = _key("transactional.zookeeper.port", None, int, "ZooKeeper port for Trident state; default: storm.zookeeper.port.")
 DEV_ZOOKEEPER_PATH = _key("dev.zookeeper.path", "/tmp/dev-storm-zookeeper", str, "Data dir of `stormpy dev-zookeeper`.")
 
 # ---------------------------------------------------------------- local machine

@@ -13,7 +13,6 @@ WORKERBEATS_ROOT = "/workerbeats"
 ERRORS_ROOT = "/errors"
 NIMBUSES_ROOT = "/nimbuses"
 LEADER_LOCK = "/leader-lock"
-TRANSACTIONAL_ROOT = "/transactional"
 
 ALL_ROOTS = (STORMS_ROOT, ASSIGNMENTS_ROOT, SUPERVISORS_ROOT, WORKERBEATS_ROOT, ERRORS_ROOT, NIMBUSES_ROOT)
 
@@ -55,5 +54,14 @@ def nimbus(host_port: str) -> str:
     return f"{NIMBUSES_ROOT}/{host_port}"
 
 
-def transactional(topology_id: str, name: str) -> str:
-    return f"{TRANSACTIONAL_ROOT}/{topology_id}/{name}"
+def transactional_topology(topology_name: str) -> str:
+    """A topology's Trident state subtree. Relative to ``transactional.zookeeper.root``, which
+    is its own chroot (Storm keeps it outside ``storm.zookeeper.root``), and keyed by the
+    topology NAME, not id, so a resubmitted topology resumes its transactions."""
+    return f"/{topology_name}"
+
+
+def transactional_node(topology_name: str, path: str) -> str:
+    """Node of a ``TransactionalState`` path (relative, '/'-separated) of one topology."""
+    parts = [p for p in path.split("/") if p]
+    return "/".join([transactional_topology(topology_name), *parts])

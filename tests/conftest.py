@@ -56,8 +56,10 @@ def zk_root(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def zk_conf(zookeeper: ZooKeeperServer, zk_root: str) -> dict[str, Any]:
-    """Config keys pointing at the session ZooKeeper under this test's chroot, short timeouts."""
+    """Config keys pointing at the session ZooKeeper under this test's chroot, short timeouts;
+    Trident's transactional state gets a root of its own next to it (``<chroot>-transactional``)."""
     return {**zookeeper.client_conf(zk_root),
+            "transactional.zookeeper.root": f"{zk_root}-transactional",
             "storm.zookeeper.session.timeout": 4000,
             "storm.zookeeper.connection.timeout": 5000,
             "storm.zookeeper.retry.times": 3,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from stormpy.cluster_state import ClusterState, ZkHeartbeatSink
+from stormpy.cluster_state import ClusterState, NotLeaderError, ZkHeartbeatSink
 from stormpy.errors import UserError
 from stormpy.testing import free_port, wait_until
 from stormpy.thrift import storm
@@ -147,3 +147,38 @@ def test_ephemeral_left_by_a_killed_predecessor_is_taken_over(zk_conf: dict[str,
     finally:
         old.close()
         new.close()
+
+
+def test_leader_only_writes_are_checked_at_the_write(zk_conf: dict[str, Any]) -> None:
+    """A Nimbus that competes for leadership and is not the leader cannot write topology state."""
+    with ClusterState(zk_conf) as leader, ClusterState(zk_conf) as standby:
+        assert leader.acquire_leadership("nimbus-a:6627", timeout=10)
+        assert not standby.acquire_leadership("nimbus-b:6627", timeout=0)
+        leader.set_storm_base("t-1-1", _base())
+        with pytest.raises(NotLeaderError, match="refusing to write the StormBase of t-1-1.*not the leader"):
+            standby.set_storm_base("t-1-1", _base(name="rogue"))
+        with pytest.raises(NotLeaderError):
+            standby.set_assignment("t-1-1", storm.Assignment(master_code_dir="/x"))
+        with pytest.raises(NotLeaderError):
+            standby.remove_topology("t-1-1")
+        assert leader.storm_base("t-1-1").name == "wc"
+        standby.report_error("t-1-1", "spout", storm.ErrorInfo(error="e", error_time_secs=1))  # not leader-only
+        leader.release_leadership()
+        with pytest.raises(NotLeaderError, match="released"):
+            leader.set_storm_base("t-1-1", _base())
+        assert standby.acquire_leadership("nimbus-b:6627", timeout=10)
+        standby.set_storm_base("t-1-1", _base(name="new-leader"))
+        assert leader.storm_base("t-1-1").name == "new-leader"
+
+
+def test_session_loss_drops_leadership_at_once_then_retakes_it(zk_conf: dict[str, Any]) -> None:
+    """LOST clears the lock on kazoo's thread, so no write slips through with a dead session's lock."""
+    states: list[str] = []
+    with ClusterState(zk_conf, listener=states.append) as nimbus:
+        assert nimbus.acquire_leadership("nimbus-a:6627", timeout=10)
+        nimbus.expire_session()
+        wait_until(lambda: "LOST" in states, 30, "the session to be LOST")
+        wait_until(lambda: nimbus.is_leader() and states[-1] == "CONNECTED", 30,
+                   "leadership re-acquired on the new session")
+        nimbus.set_storm_base("t-1-1", _base())
+        assert nimbus.storm_base("t-1-1") == _base()

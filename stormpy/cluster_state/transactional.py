@@ -1,0 +1,173 @@
+"""Trident's coordinator state (DESIGN 7.2): ``TransactionalState`` and its two stores.
+
+Trident's coordinators keep small JSON values (current txid, attempts, per-partition
+metadata) under paths such as ``coordinator/currtx`` so that a restarted or moved coordinator
+resumes where it was. The interface is deliberately tiny, the subset of Storm's
+``TransactionalState`` Trident uses; values are JSON-able and paths are relative,
+'/'-separated; parents are created by ``set`` and a missing path reads as ``default``/``[]``.
+
+- ``ZkTransactionalState`` (a cluster; ``transactional_state_for(conf, topology_name)``):
+  ``<transactional.zookeeper.root>/<topology-name>/<path>`` on the servers of
+  ``transactional.zookeeper.servers``/``port`` (default: the ``storm.zookeeper`` ones). The
+  topology NAME, not its id, keys the subtree, so a resubmitted topology resumes. It connects
+  on first use (a worker that runs no Trident component never opens a second session) and
+  rides out session loss with the session's command retry: no ephemerals, no watches.
+- ``MemoryTransactionalState`` (``stormpy local`` and tests): the same behaviour in a dict,
+  thread-safe, gone with the process. Values are copied through JSON on the way in, so
+  both stores accept and refuse the same values.
+
+Any thread may call either; both are safe for concurrent use.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from stormpy import zk_layout
+from stormpy.cluster_state.session import ZkSession, zookeeper_hosts
+from stormpy.config import (
+    TRANSACTIONAL_ZOOKEEPER_PORT,
+    TRANSACTIONAL_ZOOKEEPER_ROOT,
+    TRANSACTIONAL_ZOOKEEPER_SERVERS,
+    Config,
+)
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class TransactionalState(Protocol):
+    """Small JSON values by relative, '/'-separated path, for one topology."""
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """The value at ``path``, or ``default`` when there is none."""
+
+    def set(self, path: str, value: Any) -> None:
+        """Store ``value`` at ``path`` (parents created, old value overwritten)."""
+
+    def delete(self, path: str) -> None:
+        """Remove ``path`` and everything below it; a missing path is fine."""
+
+    def children(self, path: str) -> list[str]:
+        """Sorted names directly below ``path`` ([] when it is missing)."""
+
+    def close(self) -> None:
+        """Release the connection (if any); the object is not used afterwards."""
+
+
+def _encode(path: str, value: Any) -> bytes:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"transactional state value at {path!r} is not JSON-able: {exc}") from None
+
+
+def _split(path: str) -> tuple[str, ...]:
+    return tuple(part for part in path.split("/") if part)
+
+
+class MemoryTransactionalState:
+    """``TransactionalState`` in this process's memory (``stormpy local``, tests)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, ...], bytes] = {}
+
+    def get(self, path: str, default: Any = None) -> Any:
+        with self._lock:
+            data = self._values.get(_split(path))
+        return default if data is None else json.loads(data)
+
+    def set(self, path: str, value: Any) -> None:
+        data = _encode(path, value)
+        with self._lock:
+            self._values[_split(path)] = data
+
+    def delete(self, path: str) -> None:
+        key = _split(path)
+        with self._lock:
+            for stored in [k for k in self._values if k[:len(key)] == key]:
+                del self._values[stored]
+
+    def children(self, path: str) -> list[str]:
+        key = _split(path)
+        with self._lock:
+            return sorted({k[len(key)] for k in self._values if len(k) > len(key) and k[:len(key)] == key})
+
+    def close(self) -> None:
+        """Nothing to release; the values stay readable (one object lives as long as its topology)."""
+
+
+class ZkTransactionalState:
+    """``TransactionalState`` in ZooKeeper under ``<transactional.zookeeper.root>/<topology-name>``."""
+
+    def __init__(self, conf: Mapping[str, Any], topology_name: str) -> None:
+        if not topology_name or "/" in topology_name:
+            raise ValueError(f"transactional state needs a topology name without '/', got {topology_name!r}")
+        self.conf = conf if isinstance(conf, Config) else Config(conf)
+        self.topology_name = topology_name
+        self.hosts = zookeeper_hosts(self.conf, self.conf[TRANSACTIONAL_ZOOKEEPER_SERVERS],
+                                     self.conf[TRANSACTIONAL_ZOOKEEPER_PORT])
+        self.root = self.conf[TRANSACTIONAL_ZOOKEEPER_ROOT]
+        self._lock = threading.Lock()
+        self._session: ZkSession | None = None
+        self._closed = False
+
+    def _connected(self) -> ZkSession:
+        """The session, connected on first use (UserError when ZooKeeper cannot be reached)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"transactional state of {self.topology_name} is closed")
+            if self._session is None:
+                session = ZkSession(self.conf, self.hosts, self.root, name="zk-events-transactional")
+                session.connect()
+                self._session = session
+            return self._session
+
+    def _node(self, path: str) -> str:
+        return zk_layout.transactional_node(self.topology_name, path)
+
+    def get(self, path: str, default: Any = None) -> Any:
+        data = self._connected().get(self._node(path))
+        return default if not data else json.loads(data)
+
+    def set(self, path: str, value: Any) -> None:
+        data = _encode(path, value)
+        self._connected().set(self._node(path), data)
+
+    def delete(self, path: str) -> None:
+        self._connected().delete(self._node(path), recursive=True)
+
+    def children(self, path: str) -> list[str]:
+        return self._connected().children(self._node(path))
+
+    @property
+    def has_session(self) -> bool:
+        """Whether the first use has opened the ZooKeeper session yet."""
+        return self._session is not None
+
+    @property
+    def session_id(self) -> int | None:
+        return self._session.session_id if self._session is not None else None
+
+    def expire_session(self, timeout: float = 30.0) -> None:
+        """Fault hook for tests: ZooKeeper expires this store's session (see ZkSession)."""
+        self._connected().expire_session(timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            session, self._session = self._session, None
+        if session is not None:
+            session.close()
+
+    def __repr__(self) -> str:
+        return f"ZkTransactionalState({self.hosts}{self.root}/{self.topology_name})"
+
+
+def transactional_state_for(conf: Mapping[str, Any], topology_name: str) -> TransactionalState:
+    """The ZooKeeper ``TransactionalState`` of a topology (connects on first use)."""
+    return ZkTransactionalState(conf, topology_name)
