@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from stormpy.cluster_state.transactional import MemoryTransactionalState
 from stormpy.config import Config
 from stormpy.errors import UserError
 from stormpy.local.transfer import LocalTransfer
@@ -75,8 +76,12 @@ class LocalTopology:
         self.plan = build_plan(topology, self.conf, self.topology_id, name)
         self.reporter = LocalReporter(int(self.conf.get("topology.error.retain") or 10))
         self.transfer = LocalTransfer()
+        # Trident coordinators keep their transaction state here; it lives as long as this
+        # LocalTopology (Storm's LocalCluster uses an in-process ZooKeeper for the same).
+        self.transactional_state = MemoryTransactionalState()
         self.runtime = WorkerRuntime(self.plan, self.plan.executors(), self.transfer, self.reporter,
-                                     host="localhost", port=0, pin_cpu=True)  # one process: one core
+                                     host="localhost", port=0, pin_cpu=True,  # one process: one core
+                                     transactional_state=self.transactional_state)
         self.transfer.bind(self.runtime)
 
     def start(self, active: bool = True) -> "LocalTopology":

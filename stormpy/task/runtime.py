@@ -94,8 +94,10 @@ class WorkerRuntime:
     """Executors for a set of task ranges of one topology plan."""
 
     def __init__(self, plan: Any, executors: Iterable[tuple[int, int]], transfer: Any, reporter: Any = None,
-                 host: str = "localhost", port: int = 0, pin_cpu: bool = False) -> None:
+                 host: str = "localhost", port: int = 0, pin_cpu: bool = False,
+                 transactional_state: Any = None) -> None:
         self.plan = plan
+        self.transactional_state = transactional_state  # Trident's TransactionalState (cluster_state)
         self.transfer = transfer
         self.reporter = reporter if reporter is not None else LoggingReporter()
         self.host = host

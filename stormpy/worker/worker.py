@@ -80,6 +80,7 @@ class Worker:
         self.executors: list[Executor] = []
         self.host = self.conf[C.STORM_LOCAL_HOSTNAME] or socket.gethostname()
         self.state: Any = None
+        self.transactional_state: Any = None
         self.plan: Any = None
         self.runtime: Any = None
         self.transfer: ZmqTransfer | None = None
@@ -95,7 +96,7 @@ class Worker:
     # ------------------------------------------------------------ start-up
 
     def start(self) -> "Worker":
-        from stormpy.cluster_state import ClusterState
+        from stormpy.cluster_state import ClusterState, transactional_state_for
 
         self.state = ClusterState(self.conf)
         assignment = self.state.assignment(self.topology_id)
@@ -117,8 +118,11 @@ class Worker:
         self.transfer.update_routes(self._routes)
         from stormpy.task.runtime import WorkerRuntime
 
+        # Connects on first use: only workers running Trident coordinators open this session.
+        self.transactional_state = transactional_state_for(self.conf, self.plan.name)
         self.runtime = WorkerRuntime(self.plan, executors=self.executors, transfer=self.transfer,
-                                     reporter=self.reporter, host=self.host, port=self.port)
+                                     reporter=self.reporter, host=self.host, port=self.port,
+                                     transactional_state=self.transactional_state)
         self.transfer.start(self.runtime)
         self.runtime.start()
         self._start_cluster_heartbeat()
@@ -235,9 +239,11 @@ class Worker:
             self.reporter.stop(timeout_secs=2.0)
         if self._refresh_thread is not None:
             self._refresh_thread.join(5)
+        if self.transactional_state is not None:
+            self.transactional_state.close()
         if self.state is not None:
             self.state.close()
-        log.info("worker %s stopped", self.worker_id)
+        log.info("worker %s stopped: %s", self.worker_id, reason)
 
 
 def code_paths(local_dir: str, topology_id: str) -> list[Path]:
