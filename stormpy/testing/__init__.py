@@ -1,9 +1,13 @@
-"""Public test helpers: a real ZooKeeper server and daemon subprocesses.
+"""Public test helpers: fixed-input topology runs, a real ZooKeeper server, daemon subprocesses.
 
-These are used by stormpy's own tests and by ``stormpy dev-zookeeper``; they start real
+``complete_topology`` (Storm's ``Testing.completeTopology``) is for users' unit tests; the
+rest is used by stormpy's own tests and by ``stormpy dev-zookeeper``: they start real
 processes (never fakes) and always stop them with an escalating, logged shutdown.
+``wait_until`` is the one polling wait, for tests and library code alike.
 """
-from stormpy.testing.processes import DaemonProcess, free_port, wait_until
+from stormpy.testing.complete import CompletedTopology, FixedTuple, TopologyIncomplete, complete_topology
+from stormpy.testing.processes import DaemonProcess, WaitTimeout, free_port, wait_until
 from stormpy.testing.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
-__all__ = ["DaemonProcess", "ZooKeeperServer", "ZooKeeperUnavailable", "free_port", "wait_until"]
+__all__ = ["CompletedTopology", "DaemonProcess", "FixedTuple", "TopologyIncomplete", "WaitTimeout",
+           "ZooKeeperServer", "ZooKeeperUnavailable", "complete_topology", "free_port", "wait_until"]
