@@ -10,8 +10,9 @@ Layout (stable, so any language can read it; the same ``(url, prefix)`` reads it
 - value: a JSON string: ``[txid, value]`` (transactional), ``[txid, prev, curr]`` (opaque) or the
   bare value (non-transactional), e.g. ``GET 'wc:["the"]'`` -> ``[17,4242]``.
 
-Every key of a state is under its prefix, so give each state its own prefix; ``items()`` lists a
-state with ``SCAN MATCH <prefix>:[*``, which never matches another prefix's keys.
+Every key of a state is under its prefix, so give each state its own prefix (any string without
+``:[``; ``app:wc`` and ``app:wc:v2`` are distinct states); ``items()`` lists a state with
+``SCAN MATCH <prefix>:[*``, which never matches another prefix's keys.
 
 Round trips: ``multi_get`` is one ``MGET`` (several in one pipeline above ``chunk_keys`` keys);
 ``multi_put`` is one ``MSET`` (several inside one MULTI/EXEC pipeline above ``chunk_keys``), so a
@@ -59,6 +60,9 @@ class RedisMapState(BackingMap):
             raise ValueError(f"RedisMapState url must look like redis://host:6379/0, got {url!r}")
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"RedisMapState prefix must be a non-empty string, got {prefix!r}")
+        if ":[" in prefix:
+            # Keys are "<prefix>:[...": a prefix holding ":[" could end where another's keys begin.
+            raise ValueError(f"RedisMapState prefix must not contain ':[', got {prefix!r}")
         self.url = url
         self.prefix = prefix
         self.socket_timeout_secs = float(socket_timeout_secs)

@@ -21,6 +21,7 @@ Keys are tuples of the group-by values; backends store them as JSON lists.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -198,7 +199,9 @@ class OpaqueMap(MapState):
                     log.warning("opaque state holds txid %s, newer than the batch being committed (%s): "
                                 "is another topology writing the same keys?", raw[0], txid)
                 prev = raw[2]
-            value = updater(prev)
+            # prev is stored next to the new value: an updater that mutates its argument (old.append)
+            # must not change it, or a replay would start from the wrong value.
+            value = updater(_private_copy(prev))
             results.append(value)
             stored.append([txid, prev, value])
         if keys:
@@ -321,6 +324,13 @@ def encode_value(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"state values must be JSON-serializable: {value!r} ({exc})") from None
+
+
+_IMMUTABLE = (int, float, str, bool, type(None))
+
+
+def _private_copy(value: Any) -> Any:
+    return value if isinstance(value, _IMMUTABLE) else copy.deepcopy(value)
 
 
 def _keys(keys: Sequence[Any]) -> list[tuple]:
