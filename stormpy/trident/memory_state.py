@@ -6,14 +6,14 @@ same data. A factory created without a name gets a unique one at creation, so on
 (and every pickled copy of it) refers to one map. In a cluster each worker process has its own
 registry: use SqliteMapState or RedisMapState there.
 
-Keys and values are stored as JSON text, exactly as the SQLite and Redis backends store them, so
-a test on MemoryMapState sees the same semantics (tuples come back as lists, a non-JSON value
-fails at once, an updater that mutates its argument cannot corrupt the stored ``prev``).
+Values are stored as JSON text, exactly as the SQLite and Redis backends store them, so a test on
+MemoryMapState sees the same semantics (tuples come back as lists, a non-JSON value fails at
+once, nothing handed out aliases what is stored). Keys stay tuples (the dict lookup is the hot
+path), but a key that JSON could not store fails here too.
 Thread-safe: readers use the GIL-atomic ``dict.get``; writers take the registry lock.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
@@ -21,12 +21,24 @@ from collections.abc import Iterator
 from typing import Any
 
 from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
-                                   MapStateFactory, decode_key, encode_key, encode_value)
+                                   MapStateFactory, decode_value, encode_value)
 
 log = logging.getLogger(__name__)
 
-_REGISTRY: dict[str, dict[str, str]] = {}
+_REGISTRY: dict[str, dict[tuple, str]] = {}
 _LOCK = threading.Lock()
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_key(key: tuple) -> tuple:
+    """``key``, after checking that JSON could store it (the other backends must accept it too)."""
+    for field in key:
+        if not isinstance(field, _SCALARS):
+            encode_value(list(key))     # raises TypeError naming the key when it is not JSON-able
+            break
+    return key
 
 
 class MemoryMapState(BackingMap):
@@ -40,16 +52,16 @@ class MemoryMapState(BackingMap):
             self._data = _REGISTRY.setdefault(name, {})
 
     def multi_get(self, keys: list[tuple]) -> list[Any]:
-        data = self._data
+        get = self._data.get
         out: list[Any] = []
         for key in keys:
-            text = data.get(encode_key(key))
-            out.append(None if text is None else json.loads(text))
+            text = get(key)
+            out.append(None if text is None else decode_value(text))
         return out
 
     def multi_put(self, keys: list[tuple], values: list[Any]) -> None:
         # Encode everything first: a non-JSON value fails the put before any key changes.
-        encoded = {encode_key(k): encode_value(v) for k, v in zip(keys, values)}
+        encoded = {_check_key(k): encode_value(v) for k, v in zip(keys, values)}
         with _LOCK:
             self._data.update(encoded)
 
@@ -57,7 +69,7 @@ class MemoryMapState(BackingMap):
         with _LOCK:
             snapshot = list(self._data.items())
         for key, text in snapshot:
-            yield decode_key(key), json.loads(text)
+            yield key, decode_value(text)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.name,))

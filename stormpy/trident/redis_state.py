@@ -27,13 +27,12 @@ first use, never pickled.
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
 
 from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
-                                   MapStateFactory, decode_key, encode_key, encode_value)
+                                   MapStateFactory, decode_key, encode_key, decode_value, encode_value)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +99,7 @@ class RedisMapState(BackingMap):
             for start in range(0, len(names), self.chunk_keys):
                 pipe.mget(names[start:start + self.chunk_keys])
             raw = [v for part in pipe.execute() for v in part]
-        return [None if v is None else json.loads(v) for v in raw]
+        return [None if v is None else decode_value(v) for v in raw]
 
     def multi_put(self, keys: list[tuple], values: list[Any]) -> None:
         if not keys:
@@ -130,7 +129,7 @@ class RedisMapState(BackingMap):
     def _items_of(self, names: list[bytes], skip: int) -> Iterator[tuple[tuple, Any]]:
         for name, value in zip(names, self.client.mget(names)):
             if value is not None:  # deleted between SCAN and MGET
-                yield decode_key(name[skip:]), json.loads(value)
+                yield decode_key(name[skip:]), decode_value(value)
 
     def close(self) -> None:
         client, self._client = self._client, None
@@ -142,24 +141,26 @@ class RedisMapState(BackingMap):
 
     # ------------------------------------------------------------------ factories
     @classmethod
-    def transactional(cls, url: str, prefix: str) -> MapStateFactory:
+    def transactional(cls, url: str, prefix: str, *, cache_size: int = 0) -> MapStateFactory:
         """Stores ``[txid, value]`` per key; a replayed txid is skipped."""
-        return cls._factory(url, prefix, TRANSACTIONAL)
+        return cls._factory(url, prefix, TRANSACTIONAL, cache_size)
 
     @classmethod
-    def opaque(cls, url: str, prefix: str) -> MapStateFactory:
+    def opaque(cls, url: str, prefix: str, *, cache_size: int = 0) -> MapStateFactory:
         """Stores ``[txid, prev, curr]`` per key; a replayed txid is recomputed from prev."""
-        return cls._factory(url, prefix, OPAQUE)
+        return cls._factory(url, prefix, OPAQUE, cache_size)
 
     @classmethod
-    def non_transactional(cls, url: str, prefix: str) -> MapStateFactory:
+    def non_transactional(cls, url: str, prefix: str, *, cache_size: int = 0) -> MapStateFactory:
         """Stores the bare value; a replayed batch is applied again."""
-        return cls._factory(url, prefix, NON_TRANSACTIONAL)
+        return cls._factory(url, prefix, NON_TRANSACTIONAL, cache_size)
 
     @classmethod
-    def _factory(cls, url: str, prefix: str, kind: str) -> MapStateFactory:
+    def _factory(cls, url: str, prefix: str, kind: str, cache_size: int) -> MapStateFactory:
+        """``cache_size`` > 0 keeps that many keys per partition in a write-through LRU (CachedMap):
+        a batch of known keys then costs one MSET and no MGET."""
         cls(url, prefix)  # validate at build time (connects to nothing)
-        return MapStateFactory(BackingMaker(cls, url, prefix), kind)
+        return MapStateFactory(BackingMaker(cls, url, prefix, cache_size=cache_size), kind)
 
 
 def _restore(url: str, prefix: str, socket_timeout_secs: float, chunk_keys: int) -> RedisMapState:

@@ -16,7 +16,6 @@ SIGKILL (what Trident's exactly-once needs); only an OS crash or power cut may l
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
-                                   MapStateFactory, decode_key, encode_key, encode_value)
+                                   MapStateFactory, decode_key, encode_key, decode_value, encode_value)
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +112,7 @@ class SqliteMapState(BackingMap):
         out: list[Any] = []
         for name in names:
             text = found.get(name)
-            out.append(None if text is None else json.loads(text))
+            out.append(None if text is None else decode_value(text))
         return out
 
     def multi_put(self, keys: list[tuple], values: list[Any]) -> None:
@@ -135,7 +134,7 @@ class SqliteMapState(BackingMap):
     def items(self) -> Iterator[tuple[tuple, Any]]:
         rows = self._conn().execute(f'SELECT k, v FROM "{self.table}" ORDER BY k').fetchall()
         for key, text in rows:
-            yield decode_key(key), json.loads(text)
+            yield decode_key(key), decode_value(text)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Connections never travel: a copy opens its own.
@@ -143,26 +142,29 @@ class SqliteMapState(BackingMap):
 
     # ------------------------------------------------------------------ factories
     @classmethod
-    def transactional(cls, path: str | Path, table: str | None = None) -> MapStateFactory:
+    def transactional(cls, path: str | Path, table: str | None = None, *, cache_size: int = 0) -> MapStateFactory:
         """Stores ``[txid, value]`` per key; a replayed txid is skipped."""
-        return cls._factory(path, table, TRANSACTIONAL)
+        return cls._factory(path, table, TRANSACTIONAL, cache_size)
 
     @classmethod
-    def opaque(cls, path: str | Path, table: str | None = None) -> MapStateFactory:
+    def opaque(cls, path: str | Path, table: str | None = None, *, cache_size: int = 0) -> MapStateFactory:
         """Stores ``[txid, prev, curr]`` per key; a replayed txid is recomputed from prev."""
-        return cls._factory(path, table, OPAQUE)
+        return cls._factory(path, table, OPAQUE, cache_size)
 
     @classmethod
-    def non_transactional(cls, path: str | Path, table: str | None = None) -> MapStateFactory:
+    def non_transactional(cls, path: str | Path, table: str | None = None, *,
+                          cache_size: int = 0) -> MapStateFactory:
         """Stores the bare value; a replayed batch is applied again."""
-        return cls._factory(path, table, NON_TRANSACTIONAL)
+        return cls._factory(path, table, NON_TRANSACTIONAL, cache_size)
 
     @classmethod
-    def _factory(cls, path: str | Path, table: str | None, kind: str) -> MapStateFactory:
+    def _factory(cls, path: str | Path, table: str | None, kind: str, cache_size: int) -> MapStateFactory:
+        """``cache_size`` > 0 keeps that many keys per partition in a write-through LRU (CachedMap)."""
         cls(path, table)  # validate path and table at build time (opens nothing)
         # Absolute now, where the topology is built: a worker's working directory differs, and
         # open_map() run from the user's directory must find the same file.
-        return MapStateFactory(BackingMaker(cls, os.path.abspath(path), table or DEFAULT_TABLE), kind)
+        return MapStateFactory(BackingMaker(cls, os.path.abspath(path), table or DEFAULT_TABLE,
+                                            cache_size=cache_size), kind)
 
 
 def _restore(path: str, table: str, busy_timeout_secs: float) -> SqliteMapState:

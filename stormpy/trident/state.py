@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -267,8 +268,10 @@ class MapStateFactory(StateFactory):
         """The same storage read outside a topology: backing made for partition 0 of 1, empty conf.
 
         Good for backends whose storage does not depend on the partition (all built-in ones:
-        partitions own disjoint keys of one shared store).
+        partitions own disjoint keys of one shared store). Never cached: it reads what is stored now.
         """
+        if isinstance(self.make_backing, BackingMaker):
+            return _WRAPPERS[self.kind](self.make_backing.uncached())
         return self.make_state({}, None, 0, 1)
 
     def __repr__(self) -> str:
@@ -280,15 +283,89 @@ def map_state_factory(make_backing: Callable[[Any, Any, int, int], BackingMap], 
     return MapStateFactory(make_backing, kind)
 
 
-class BackingMaker:
-    """Picklable ``make_backing`` for the built-in backends: ``cls(*args, **kwargs)`` per partition."""
+class CachedMap(BackingMap):
+    """An LRU read cache over a BackingMap, written through (Storm's CachedMap).
 
-    def __init__(self, cls: type[BackingMap], *args: Any, **kwargs: Any) -> None:
+    Correct because a partition's keys are written only by that partition's state (group_by
+    partitions the keys), and every such write goes through this object: the cache is updated only
+    after the store accepted a put, and a failed put drops its keys (the store may hold either
+    value). Absent keys are cached as absent for the same reason. Do not enable it where something
+    else writes the same keys while the topology runs (another topology on the same table or
+    prefix, a script writing through ``open_map()``). ``open_map()`` never caches.
+    """
+
+    _ABSENT = object()
+
+    def __init__(self, backing: BackingMap, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"cache size must be >= 1, got {size}")
+        self.backing = backing
+        self.size = size
+        self._cache: OrderedDict[tuple, Any] = OrderedDict()
+
+    def multi_get(self, keys: list[tuple]) -> list[Any]:
+        cache = self._cache
+        out: list[Any] = [None] * len(keys)
+        missing: list[int] = []
+        for i, key in enumerate(keys):
+            value = cache.get(key, self)
+            if value is self:
+                missing.append(i)
+            else:
+                cache.move_to_end(key)
+                out[i] = None if value is self._ABSENT else decode_value(value)
+        if missing:
+            fetched = self.backing.multi_get([keys[i] for i in missing])
+            for i, value in zip(missing, fetched):
+                out[i] = value
+                cache[keys[i]] = self._ABSENT if value is None else encode_value(value)
+            self._trim()
+        return out
+
+    def multi_put(self, keys: list[tuple], values: list[Any]) -> None:
+        try:
+            self.backing.multi_put(keys, values)
+        except BaseException:
+            for key in keys:
+                self._cache.pop(key, None)
+            raise
+        for key, value in zip(keys, values):
+            # Kept as JSON text: every read decodes a private copy, so a caller mutating what it
+            # got cannot change the cache (and a deepcopy would cost several times more).
+            self._cache[key] = encode_value(value)
+            self._cache.move_to_end(key)
+        self._trim()
+
+    def items(self) -> Iterator[tuple[tuple, Any]]:
+        return self.backing.items()
+
+    def close(self) -> None:
+        self._cache.clear()
+        self.backing.close()
+
+    def _trim(self) -> None:
+        while len(self._cache) > self.size:
+            self._cache.popitem(last=False)
+
+
+class BackingMaker:
+    """Picklable ``make_backing`` for the built-in backends: ``cls(*args, **kwargs)`` per partition,
+    wrapped in a CachedMap of ``cache_size`` entries when that is > 0."""
+
+    def __init__(self, cls: type[BackingMap], *args: Any, cache_size: int = 0, **kwargs: Any) -> None:
+        if cache_size < 0:
+            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
         self.cls = cls
         self.args = args
         self.kwargs = kwargs
+        self.cache_size = cache_size
 
     def __call__(self, conf: Any, context: Any, partition_index: int, num_partitions: int) -> BackingMap:
+        backing = self.cls(*self.args, **self.kwargs)
+        return CachedMap(backing, self.cache_size) if self.cache_size else backing
+
+    def uncached(self) -> BackingMap:
+        """The backing map without a cache (what ``open_map()`` reads through)."""
         return self.cls(*self.args, **self.kwargs)
 
     def __repr__(self) -> str:
@@ -308,22 +385,49 @@ class _Constant:
         return self.value
 
 
+# Built once: json.dumps()/JSONEncoder.encode() build a new C encoder on every call, which costs
+# more than the encoding itself on the per-key hot path (1.2 us vs 0.3 us for ["word"]).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_DECODER = json.JSONDecoder()
+try:
+    from json.encoder import c_make_encoder as _c_make_encoder
+except ImportError:  # pragma: no cover - CPython always has the C accelerator
+    _c_make_encoder = None
+if _c_make_encoder is not None:
+    _c_encode = _c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",",
+                                False, False, True)
+
+    def _encode(value: Any) -> str:
+        if isinstance(value, str):
+            return json.encoder.encode_basestring(value)
+        return "".join(_c_encode(value, 0))
+else:  # pragma: no cover
+    _encode = _ENCODER.encode
+
+
 def encode_key(key: tuple) -> str:
     """A key tuple as stored by the built-in backends: a compact UTF-8 JSON list, e.g. ``["the"]``."""
-    return json.dumps(list(key), separators=(",", ":"), ensure_ascii=False)
+    return _encode(list(key))
 
 
 def decode_key(text: str | bytes) -> tuple:
     """The key tuple of a stored JSON list."""
-    return tuple(json.loads(text))
+    return tuple(decode_value(text))
 
 
 def encode_value(value: Any) -> str:
-    """A stored value as JSON (raises TypeError naming the value when it is not JSON-able)."""
+    """A stored value as compact JSON (TypeError naming the value when it is not JSON-able)."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return _encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"state values must be JSON-serializable: {value!r} ({exc})") from None
+
+
+def decode_value(text: str | bytes) -> Any:
+    """A stored JSON value (``bytes`` as Redis returns them, or ``str``)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    return _DECODER.decode(text)
 
 
 _IMMUTABLE = (int, float, str, bool, type(None))

@@ -131,3 +131,23 @@ def test_factory_and_backing_pickle_without_a_connection(redis_server: RedisServ
         RedisMapState.transactional(redis_server.url, "")
     with pytest.raises(ValueError, match="redis://"):
         RedisMapState.transactional("localhost:6379", "p")
+
+
+def test_cached_state_skips_mget_for_known_keys_and_survives_a_restart(redis_server: RedisServer,
+                                                                     redis_prefix: str) -> None:
+    factory = RedisMapState.opaque(redis_server.url, redis_prefix, cache_size=10_000)
+    state = factory.make_state({}, None, 0, 1)
+    keys = [(f"w{i}",) for i in range(500)]
+    commit(state, 1, keys, [1] * 500)
+    with redis_server.client() as plain:
+        plain.config_resetstat()
+        commit(state, 2, keys, [1] * 500)
+        assert command_calls(plain, "mget") == 0 and command_calls(plain, "mset") == 1
+    redis_server.kill()
+    try:
+        with pytest.raises(redis.ConnectionError):
+            commit(state, 3, keys, [1] * 500)
+    finally:
+        redis_server.start()
+    assert commit(state, 3, keys, [10] * 500) == [12] * 500     # opaque replay, other input
+    assert set(dict(factory.open_map().items()).values()) == {12}

@@ -12,7 +12,7 @@ import cloudpickle
 import pytest
 
 from stormpy.trident.memory_state import MemoryMapState
-from stormpy.trident.state import (BackingMap, MapStateFactory, NonTransactionalMap, OpaqueMap, State,
+from stormpy.trident.state import (BackingMap, CachedMap, MapStateFactory, NonTransactionalMap, OpaqueMap, State,
                                    StateFactory, TransactionalMap, map_state_factory)
 
 
@@ -265,3 +265,75 @@ def test_memory_refuses_values_that_are_not_json() -> None:
     assert state.multi_get([A]) == [None]        # nothing of the failed put landed
     with pytest.raises(ValueError, match="non-empty"):
         MemoryMapState.transactional("")
+
+
+class FlakyBacking(DictBacking):
+    """Counts multi_get calls; its next multi_put raises when ``fail_next_put`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets: list[list[tuple]] = []
+        self.fail_next_put = False
+
+    def multi_get(self, keys: list[tuple]) -> list[Any]:
+        self.gets.append(list(keys))
+        return super().multi_get(keys)
+
+    def multi_put(self, keys: list[tuple], values: list[Any]) -> None:
+        if self.fail_next_put:
+            self.fail_next_put = False
+            raise ConnectionError("store went away")
+        super().multi_put(keys, values)
+
+
+def test_cached_map_reads_through_once_and_writes_through() -> None:
+    backing = FlakyBacking()
+    state = TransactionalMap(CachedMap(backing, size=100))
+    commit(state, 1, [A, B], [1, 1])
+    assert backing.gets == [[A, B]]                 # absent keys are cached as absent too
+    commit(state, 2, [A, B], [1, 1])
+    commit(state, 2, [A, B], [1, 1])               # replay: skipped from the cache
+    assert backing.gets == [[A, B]]
+    assert backing.data == {A: [2, 2], B: [2, 2]}
+    assert state.multi_get([A, C]) == [2, None]
+    assert backing.gets == [[A, B], [C]]
+
+
+def test_cached_map_drops_keys_of_a_failed_put_and_the_replay_is_exact() -> None:
+    backing = FlakyBacking()
+    state = OpaqueMap(CachedMap(backing, size=100))
+    commit(state, 1, [A], [1])
+    backing.fail_next_put = True
+    with pytest.raises(ConnectionError):
+        commit(state, 2, [A], [5])
+    assert commit(state, 2, [A], [7]) == [8]        # replayed with other input: read from the store
+    assert backing.gets[-1] == [A]
+    assert backing.data[A] == [2, 1, 8]
+
+
+def test_cached_map_evicts_least_recently_used_and_hands_out_copies() -> None:
+    backing = FlakyBacking()
+    cached = CachedMap(backing, size=2)
+    cached.multi_put([A, B], [[1], [2]])
+    cached.multi_get([A])                           # A is now the most recent
+    cached.multi_put([C], [[3]])                    # evicts B
+    backing.gets.clear()
+    got = cached.multi_get([A, B, C])
+    assert got == [[1], [2], [3]] and backing.gets == [[B]]
+    got[0].append("mutated")
+    assert cached.multi_get([A]) == [[1]]
+    with pytest.raises(ValueError):
+        CachedMap(backing, size=0)
+
+
+def test_open_map_of_a_cached_factory_reads_the_store_now(tmp_path: Any) -> None:
+    from stormpy.trident.sqlite_state import SqliteMapState
+    factory = SqliteMapState.transactional(tmp_path / "c.db", cache_size=10)
+    state = factory.make_state({}, None, 0, 1)
+    assert isinstance(state.backing, CachedMap)
+    commit(state, 1, [A], [1])
+    reader = factory.open_map()
+    assert not isinstance(reader.backing, CachedMap)
+    assert reader.multi_get([A]) == [1]
+    commit(state, 2, [A], [1])
+    assert reader.multi_get([A]) == [2]
