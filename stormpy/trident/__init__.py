@@ -1,0 +1,1 @@
+"""Trident: exactly-once batch processing on stormpy (see DESIGN.md section 7)."""
