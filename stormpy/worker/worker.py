@@ -37,7 +37,7 @@ from stormpy.worker.transfer import ZmqTransfer
 
 log = logging.getLogger(__name__)
 
-Executor = tuple[int, int]
+from stormpy.topology.plan import ExecutorRange as Executor  # noqa: E402  (one alias, defined in plan.py)
 
 
 class WorkerStartError(Exception):
