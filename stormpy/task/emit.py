@@ -143,7 +143,6 @@ def spout_place(task: Any) -> Place:
     boxes = outbox.boxes
     batch_size = outbox.batch_size
     send_full = outbox.send_full
-    add = outbox.add
     add_to_each = outbox.add_to_each
     tid = task.task_id
     ackers = ex.acker_tasks
@@ -165,7 +164,11 @@ def spout_place(task: Any) -> Place:
                 if len(box) >= batch_size:
                     send_full(target)
             pending_put(root, [tup_id, monotonic(), stream])
-            add(ackers[root % num_ackers], (ACK_INIT, tid, [root, val, tid], None))
+            dest = ackers[root % num_ackers]
+            box = boxes[dest]  # Outbox.add, inlined: once per tracked spout emit
+            box.append((ACK_INIT, tid, [root, val, tid], None))
+            if len(box) >= batch_size:
+                send_full(dest)
         else:
             add_to_each(targets, (stream, tid, values, None))
             if tup_id is not None:
