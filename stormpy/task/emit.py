@@ -86,6 +86,26 @@ class Outbox:
             if len(box) >= batch_size:
                 self.send_full(dest)
 
+    def add_tree_edges(self, targets: Sequence[int], stream: str, src: int, values: list, root: int) -> int:
+        """One message per target anchored to ``{root: new edge}``; returns the XOR of the edges.
+
+        The anchored half of every emit of a tree with one root (a spout's new tree, a bolt's
+        emit from a tuple with one root): the caller XORs the result into the ack-init value or
+        into the anchor tuple's ack value.
+        """
+        boxes = self.boxes
+        batch_size = self.batch_size
+        getrandbits = _getrandbits
+        acc = 0
+        for dest in targets:
+            edge = getrandbits(64)
+            acc ^= edge
+            box = boxes[dest]
+            box.append((stream, src, values, {root: edge}))
+            if len(box) >= batch_size:
+                self.send_full(dest)
+        return acc
+
     def send_full(self, dest: int) -> None:
         """Hand one destination's batch to the transfer now."""
         messages = self.boxes.pop(dest)
@@ -144,6 +164,7 @@ def spout_place(task: Any) -> Place:
     batch_size = outbox.batch_size
     send_full = outbox.send_full
     add_to_each = outbox.add_to_each
+    add_tree_edges = outbox.add_tree_edges
     tid = task.task_id
     ackers = ex.acker_tasks
     num_ackers = ex.num_ackers
@@ -155,14 +176,7 @@ def spout_place(task: Any) -> Place:
     def place(stream: str, values: list, targets: Sequence[int], tup_id: Any, anchors: Any) -> None:
         if tup_id is not None and num_ackers and targets:
             root = getrandbits(64)
-            val = 0
-            for target in targets:
-                edge = getrandbits(64)
-                val ^= edge
-                box = boxes[target]
-                box.append((stream, tid, values, {root: edge}))
-                if len(box) >= batch_size:
-                    send_full(target)
+            val = add_tree_edges(targets, stream, tid, values, root)
             pending_put(root, [tup_id, monotonic(), stream])
             dest = ackers[root % num_ackers]
             box = boxes[dest]  # Outbox.add, inlined: once per tracked spout emit
@@ -190,11 +204,9 @@ def bolt_place(task: Any) -> Place:
     """
     ex = task.executor
     outbox = ex.outbox
-    boxes = outbox.boxes
-    batch_size = outbox.batch_size
-    send_full = outbox.send_full
     add = outbox.add
     add_to_each = outbox.add_to_each
+    add_tree_edges = outbox.add_tree_edges
     pending = ex.pending_acks
     tid = task.task_id
     getrandbits = _getrandbits
@@ -243,15 +255,7 @@ def bolt_place(task: Any) -> Place:
                     place_anchored(stream, values, targets, (current,))
                     return
                 (root,) = roots  # the common case: one anchor tuple with one root
-                acc = 0
-                for target in targets:
-                    edge = getrandbits(64)
-                    acc ^= edge
-                    box = boxes[target]
-                    box.append((stream, tid, values, {root: edge}))
-                    if len(box) >= batch_size:
-                        send_full(target)
-                current._ack_val ^= acc
+                current._ack_val ^= add_tree_edges(targets, stream, tid, values, root)
                 return
         place_anchored(stream, values, targets, anchors)
 

@@ -144,22 +144,22 @@ class SpoutExecutor(Executor):
         stats = self.stats
         stats.acked[stream] += 1
         stats.add_latency(stats.complete_ms, stream, (time.monotonic() - started) * 1000.0)
-        if task.component is None:
-            return
-        try:
-            task.component.ack(tup_id)
-        except Exception as exc:
-            self._crash(task, exc, "ack")
+        self._tell(task, "ack", tup_id)
 
     def _failed(self, task: SpoutTask, entry: list[Any]) -> None:
         tup_id, _started, stream = entry
         self.stats.failed[stream] += 1
-        if task.component is None:
+        self._tell(task, "fail", tup_id)
+
+    def _tell(self, task: SpoutTask, hook: str, tup_id: Any) -> None:
+        """Call the spout's ``ack`` or ``fail``; user code that raises crashes the task."""
+        component = task.component
+        if component is None:
             return
         try:
-            task.component.fail(tup_id)
+            (component.ack if hook == "ack" else component.fail)(tup_id)
         except Exception as exc:
-            self._crash(task, exc, "fail")
+            self._crash(task, exc, hook)
 
     def _expire(self) -> None:
         for task in self.tasks.values():
