@@ -163,11 +163,12 @@ def percentile(hist: dict[int, int], q: float) -> float:
     return max(hist) / 2.0
 
 
-def run_phase(cluster: BenchCluster, name: str, rate: float, warmup: float, duration: float) -> dict[str, Any]:
+def run_phase(cluster: BenchCluster, name: str, rate: float, warmup: float, duration: float,
+              per_call: int = 50) -> dict[str, Any]:
     out = cluster.base / f"out-{name}"
     out.mkdir()
     cluster.cli("submit", str(TOPOLOGY), "--name", name, "--workers", "2", "-c", f"bench.out.dir={out}",
-                "-c", f"bench.rate={rate}")
+                "-c", f"bench.rate={rate}", "-c", f"bench.per_call={per_call}")
     wait_until(lambda: read_outputs(out)[0] > 0, 180, f"{name}: first counted words")
     time.sleep(warmup)
     workers = cluster.workers()
@@ -196,32 +197,40 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--latency-duration", type=float, default=20.0)
     parser.add_argument("--raw-tuples", type=int, default=2_000_000)
+    parser.add_argument("--per-call", type=int, default=50,
+                        help="sentences per next_tuple() call at full rate (1: as users write spouts)")
+    parser.add_argument("--skip-raw", action="store_true", help="skip the raw pipe (when comparing runs)")
     args = parser.parse_args()
 
     psutil.cpu_percent(None)
-    raw = raw_pipe(args.raw_tuples)
-    print(f"raw pipe (2 processes, msgpack lists of 100 per frame): {raw:,.0f} tuples/s", flush=True)
+    raw = 0.0 if args.skip_raw else raw_pipe(args.raw_tuples)
+    if raw:
+        print(f"raw pipe (2 processes, msgpack lists of 100 per frame): {raw:,.0f} tuples/s", flush=True)
     base = Path(tempfile.mkdtemp(prefix="stormpy-bench-"))
     cluster = BenchCluster(base)
     try:
         cluster.start()
-        full = run_phase(cluster, "bench-max", 0, args.warmup, args.duration)
+        full = run_phase(cluster, "bench-max", 0, args.warmup, args.duration, args.per_call)
         sentences_per_sec = full["acked_per_sec"]
         half_rate_per_spout = sentences_per_sec / 2 / 2        # 2 spout tasks
-        half = run_phase(cluster, "bench-half", half_rate_per_spout, args.warmup, args.latency_duration)
+        half = (run_phase(cluster, "bench-half", half_rate_per_spout, args.warmup, args.latency_duration)
+                if args.latency_duration > 0 else None)
     finally:
         cluster.stop()
     rss = full["rss_mb"]
-    print(f"cluster word count, acking on, 1 supervisor, 2 workers, {args.duration:.0f} s:")
+    print(f"cluster word count, acking on, 1 supervisor, 2 workers, {args.per_call} sentence(s) per "
+          f"next_tuple(), {args.duration:.0f} s:")
     print(f"  counted words/s          {full['words_per_sec']:,.0f}")
     print(f"  acked sentences/s        {full['acked_per_sec']:,.0f}")
     print(f"  complete latency p50/p99 {full['p50_ms']:.1f} / {full['p99_ms']:.1f} ms (at max rate)")
-    print(f"  at half rate ({half['words_per_sec']:,.0f} words/s): p50/p99 {half['p50_ms']:.1f} / "
-          f"{half['p99_ms']:.1f} ms")
+    if half is not None:
+        print(f"  at half rate ({half['words_per_sec']:,.0f} words/s): p50/p99 {half['p50_ms']:.1f} / "
+              f"{half['p99_ms']:.1f} ms")
     print(f"  worker RSS (mean per worker, every 5 s) MB: {' '.join(f'{r:.0f}' for r in rss)}")
     print(f"  worker CPU during the run: {' '.join(f'{c:.0f}%' for c in full['cpu_pct'])} of one core each "
           f"(machine busy {full['machine_cpu_pct']:.0f}%)")
-    print(f"  ratio counted words/s : raw pipe tuples/s = {full['words_per_sec'] / raw:.1%}")
+    if raw:
+        print(f"  ratio counted words/s : raw pipe tuples/s = {full['words_per_sec'] / raw:.1%}")
     shutil.rmtree(base, ignore_errors=True)
     return 0
 

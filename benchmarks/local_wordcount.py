@@ -1,6 +1,6 @@
 """Benchmark: word count under ``stormpy local`` against a raw SimpleQueue thread pipeline.
 
-    python benchmarks/local_wordcount.py [--secs 10] [--warmup 2]
+    python benchmarks/local_wordcount.py [--secs 10] [--warmup 2] [--par 1] [--only-topology]
 
 Topology: sentence spout -> split (shuffle) -> count (fields grouping on word), run once
 with acking (one acker) and once without (``topology.acker.executors: 0``). Printed: spout
@@ -79,10 +79,15 @@ class CountBolt(Bolt):
         self.counts[tup.values[0]] += 1
 
 
-class BenchTopology(Topology):
-    sentences = BenchSpout.spec(par=1)
-    split = SplitBolt.spec(inputs={sentences: Grouping.SHUFFLE}, par=1)
-    count = CountBolt.spec(inputs={split: Grouping.fields("word")}, par=1)
+def bench_topology(par: int) -> type[Topology]:
+    """The word count with ``par`` executors for split and for count (one spout executor)."""
+
+    class BenchTopology(Topology):
+        sentences = BenchSpout.spec(par=1)
+        split = SplitBolt.spec(inputs={sentences: Grouping.SHUFFLE}, par=par)
+        count = CountBolt.spec(inputs={split: Grouping.fields("word")}, par=par)
+
+    return BenchTopology
 
 
 LATENCIES: list[list[float]] = []
@@ -105,11 +110,11 @@ def _spout_emitted(local: LocalTopology) -> int:
     return sum(sum(dict(e.stats.emitted).values()) for e in local.runtime.executors.values() if e.kind == "spout")
 
 
-def run_topology(reliable: bool, secs: float, warmup: float) -> dict[str, float]:
+def run_topology(reliable: bool, secs: float, warmup: float, par: int = 1) -> dict[str, float]:
     LATENCIES.clear()
     overrides = {"topology.acker.executors": 1 if reliable else 0, "bench.reliable": reliable,
                  "topology.max.spout.pending": 2000 if reliable else None, "topology.message.timeout.secs": 60}
-    local = LocalTopology(BenchTopology, "bench", user_overrides=overrides)
+    local = LocalTopology(bench_topology(par), "bench", user_overrides=overrides)
     local.start()
     try:
         time.sleep(warmup)
@@ -226,18 +231,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--secs", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds before measuring")
+    parser.add_argument("--par", type=int, default=1, help="executors of split and of count")
+    parser.add_argument("--only-topology", action="store_true",
+                        help="skip the raw pipelines (when comparing runs back to back)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    handoff = run_handoff(args.secs / 2)
-    print(f"raw SimpleQueue handoff only (2 threads, no work): {handoff:,.0f} tuples/s")
-    raw = run_raw(args.secs)
-    print(f"raw SimpleQueue pipeline (spout -> split -> count threads, per-tuple handoff): {raw:,.0f} words/s")
+    handoff = raw = 0.0
+    if not args.only_topology:
+        handoff = run_handoff(args.secs / 2)
+        print(f"raw SimpleQueue handoff only (2 threads, no work): {handoff:,.0f} tuples/s")
+        raw = run_raw(args.secs)
+        print(f"raw SimpleQueue pipeline (spout -> split -> count threads, per-tuple handoff): {raw:,.0f} words/s")
     for reliable in (True, False):
-        r = run_topology(reliable, args.secs, args.warmup)
+        r = run_topology(reliable, args.secs, args.warmup, args.par)
         label = "acking on " if reliable else "acking off"
-        line = (f"stormpy local, {label}: {r['sentences_per_s']:,.0f} sentences/s, "
-                f"{r['words_per_s']:,.0f} counted words/s ({r['words_per_s'] / raw:.0%} of the raw pipeline, "
-                f"{r['words_per_s'] / handoff:.1%} of the bare handoff)")
+        line = (f"stormpy local (split/count par {args.par}), {label}: {r['sentences_per_s']:,.0f} sentences/s, "
+                f"{r['words_per_s']:,.0f} counted words/s")
+        if raw:
+            line += (f" ({r['words_per_s'] / raw:.0%} of the raw pipeline, "
+                     f"{r['words_per_s'] / handoff:.1%} of the bare handoff)")
         if "p50_ms" in r:
             line += f", complete latency p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
         line += f"; {r['words_per_cpu_s']:,.0f} words per CPU-second ({r['cpus']:.2f} CPUs busy)"

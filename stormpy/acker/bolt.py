@@ -1,9 +1,9 @@
 """The ``__acker`` system bolt: applies ack messages to a Ledger and answers the spouts.
 
 Plans name it ``stormpy.acker.bolt:AckerBolt``. It runs in an ordinary bolt executor, but
-takes whole batches (``process_messages``) instead of one Tuple at a time: acker traffic is
+with a raw-batch driver (``make_driver``) instead of one Tuple at a time: acker traffic is
 two or three messages per tuple tree and must stay cheap, so the ledger applies a whole
-batch in one loop (``Ledger.apply_batch``). Timeouts rotate the ledger from the executor's timer
+batch in one loop (``Ledger.apply_batch``) and the answers go straight to the spout tasks. Timeouts rotate the ledger from the executor's timer
 (``on_timer``, on the executor thread), every ``topology.message.timeout.secs / (buckets - 1)`` seconds.
 """
 from __future__ import annotations
@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy.acker.ledger import ACKED, Ledger
+from stormpy.streams import ACK_ACK, ACK_FAIL
 from stormpy.task.component import Bolt
+from stormpy.task.drivers import Driver, RawBatchDriver
+from stormpy.task.settings import ExecutorSettings
 
 log = logging.getLogger(__name__)
 
-ACK_INIT = "__ack_init"
-ACK_ACK = "__ack_ack"
-ACK_FAIL = "__ack_fail"
 _BUCKETS = 3
 
 
@@ -33,11 +33,21 @@ class AckerBolt(Bolt):
 
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
         self.task_id = context.task_id if context is not None else 0
-        timeout = float(stormconf.get("topology.message.timeout.secs") or 30)
+        timeout = ExecutorSettings.from_conf(stormconf).message_timeout_secs
         self.timer_interval_secs = timeout / (_BUCKETS - 1)
         self.ledger = Ledger(_BUCKETS)
         self.acked_trees = 0
         self.failed_trees = 0
+
+    def make_driver(self, task: Any) -> Driver:
+        """Whole batches of acker messages; the answers go to the spout tasks as they are."""
+        send = task.send
+
+        def on_batch(messages: list[Any]) -> None:
+            for dest, answer in self.process_messages(messages):
+                send(dest, answer)
+
+        return RawBatchDriver(on_batch)
 
     def process_messages(self, messages: list[Any]) -> list[tuple[int, Any]]:
         """Apply a batch of acker messages; return (spout task, answer message) pairs."""

@@ -6,7 +6,7 @@ it)``; when a root's value reaches 0 and the spout task is known, the tree is co
 messages can arrive in any order (an ack may overtake the init), which XOR does not mind.
 A ``fail`` marks the tree failed; the spout is told as soon as its task is known.
 
-Timeouts use Storm's RotatingMap idea: entries live in generation buckets; ``rotate()``
+Timeouts use ``stormpy.rotating_map.RotatingMap``: entries live in generation buckets; ``rotate()``
 expires the oldest bucket, so an entry lives between (n-2) and (n-1) rotation periods.
 Nothing here does I/O or reads the clock: the acker bolt and the spout executor call
 ``rotate()`` from their timers, and the tests drive it by hand.
@@ -14,94 +14,15 @@ Nothing here does I/O or reads the clock: the acker bolt and the spout executor 
 from __future__ import annotations
 
 import logging
-from collections import deque
-from collections.abc import Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any
+
+from stormpy.rotating_map import RotatingMap
+from stormpy.streams import ACK_ACK, ACK_FAIL, ACK_INIT
 
 log = logging.getLogger(__name__)
 
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
 ACKED = "ack"
-_COMPACT_MIN = 4096
 FAILED = "fail"
-
-
-class RotatingMap(Generic[K, V]):
-    """A dict whose entries expire after ``num_buckets - 1`` calls to :meth:`rotate`.
-
-    One dict holds the values (one lookup per operation); each bucket lists the keys put
-    during its generation. A key removed and put again stays in its old bucket's list too,
-    which can only shorten its life: keys here are random 64-bit ids, so this does not occur.
-
-    Removed keys stay in their bucket's list until it expires; at tens of thousands of trees
-    a second that list held every tree of a whole rotation period (tens of MB per map, a
-    sawtooth in worker RSS). So the newest list is compacted whenever it grows past twice the
-    live entries (and at least ``_COMPACT_MIN``): each list then stays O(live entries), and
-    the copying is amortized O(1) per put, since at least that many puts happen in between.
-    """
-
-    def __init__(self, num_buckets: int = 3) -> None:
-        if num_buckets < 2:
-            raise ValueError("RotatingMap needs at least 2 buckets")
-        self._values: dict[K, V] = {}
-        self._buckets: deque[list[K]] = deque([] for _ in range(num_buckets))
-        self._compact_at = _COMPACT_MIN
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._values
-
-    def get(self, key: K, default: Any = None) -> Any:
-        return self._values.get(key, default)
-
-    def put(self, key: K, value: V) -> None:
-        values = self._values
-        if key in values:
-            values[key] = value
-            return
-        values[key] = value  # before compacting, which keeps only keys in values
-        bucket = self._buckets[0]
-        bucket.append(key)
-        if len(bucket) > self._compact_at:
-            self._compact_newest()
-
-    def _compact_newest(self) -> None:
-        values = self._values
-        self._buckets[0] = [key for key in self._buckets[0] if key in values]
-        self._compact_at = max(_COMPACT_MIN, 2 * len(values))
-
-    def pop(self, key: K, default: Any = None) -> Any:
-        return self._values.pop(key, default)
-
-    def items(self) -> list[tuple[K, V]]:
-        return list(self._values.items())
-
-    def clear(self) -> None:
-        self._values.clear()
-        for bucket in self._buckets:
-            bucket.clear()
-
-    def compact(self) -> None:
-        """Drop removed keys from the generation lists (for maps that are never rotated)."""
-        values = self._values
-        for i, bucket in enumerate(self._buckets):
-            self._buckets[i] = [key for key in bucket if key in values]
-
-    def rotate(self) -> list[tuple[K, V]]:
-        """Start a new generation; return the (key, value) pairs of the oldest one."""
-        oldest = self._buckets.pop()
-        self._buckets.appendleft([])
-        values = self._values
-        expired = []
-        for key in oldest:
-            value = values.pop(key, None)
-            if value is not None:
-                expired.append((key, value))
-        return expired
 
 
 class Ledger:
@@ -165,7 +86,7 @@ class Ledger:
         every tree that settled. Messages on other streams go to ``on_unknown(message)``.
         """
         pending = self._pending
-        values_of = pending._values
+        values_of = pending.live()
         put = pending.put
         out: list[tuple[str, int, int]] = []
         for message in messages:
@@ -173,19 +94,19 @@ class Ledger:
             values = message[2]
             root = values[0]
             entry = values_of.get(root)
-            if stream == "__ack_ack":
+            if stream == ACK_ACK:
                 if entry is None:
                     put(root, [values[1], None, False])
                     continue
                 entry[0] ^= values[1]
-            elif stream == "__ack_init":
+            elif stream == ACK_INIT:
                 if entry is None:
                     entry = [values[1], values[2], False]
                     put(root, entry)
                 else:
                     entry[0] ^= values[1]
                     entry[1] = values[2]
-            elif stream == "__ack_fail":
+            elif stream == ACK_FAIL:
                 if entry is None:
                     put(root, [0, None, True])
                     continue

@@ -90,10 +90,10 @@ class LocalTopology:
             self.runtime.set_active(True)
         return self
 
-    def stop(self, drain_secs: float | None = None) -> None:
+    def stop(self, drain_secs: float | None = None, reason: str = "local topology stopping") -> None:
         if drain_secs is None:
             drain_secs = float(self.conf.get("topology.message.timeout.secs") or 30)
-        self.runtime.stop(drain_secs)
+        self.runtime.stop(drain_secs, reason=reason)
 
     def totals(self) -> dict[str, int]:
         return self.runtime.totals()

@@ -21,9 +21,9 @@ from stormpy.cluster_state import ClusterState
 from stormpy.nimbus import transitions as tr
 from stormpy.nimbus.files import NimbusFiles
 from stormpy.nimbus.heartbeats import HeartbeatCache
-from stormpy.nimbus.scheduling import Executor, Slot, schedule
+from stormpy.nimbus.scheduling import Slot, schedule
 from stormpy.thrift import storm
-from stormpy.topology.plan import ACKER_COMPONENT, TopologyPlan, acker_count, build_plan
+from stormpy.topology.plan import ACKER_COMPONENT, ExecutorRange, TopologyPlan, acker_count, build_plan
 from stormpy.topology.validate import parse_json_conf, validate_topology, validate_topology_name
 
 log = logging.getLogger(__name__)
@@ -258,8 +258,8 @@ class Nimbus:
                      len(set(placed.values())), moved, ", from scratch" if scratch else "")
             return True
 
-    def _assignment(self, topology_id: str, placed: Mapping[Executor, Slot], existing: storm.Assignment | None,
-                    alive: set[Executor], supervisors: Mapping[str, storm.SupervisorInfo]) -> storm.Assignment:
+    def _assignment(self, topology_id: str, placed: Mapping[ExecutorRange, Slot], existing: storm.Assignment | None,
+                    alive: set[ExecutorRange], supervisors: Mapping[str, storm.SupervisorInfo]) -> storm.Assignment:
         now = self.now_secs()
         current = _executor_slots(existing)
         old_starts = {(i.task_start, i.task_end): t for i, t in ((existing and existing.executor_start_time_secs) or {}).items()}
@@ -273,7 +273,7 @@ class Nimbus:
         return storm.Assignment(master_code_dir=str(self.files.stormdist(topology_id)), node_host=node_host,
                                 executor_node_port=node_port, executor_start_time_secs=starts)
 
-    def update_heartbeats(self, topology_id: str, assignment: storm.Assignment | None) -> set[Executor]:
+    def update_heartbeats(self, topology_id: str, assignment: storm.Assignment | None) -> set[ExecutorRange]:
         """Read the topology's worker heartbeats into the cache; returns the alive executors."""
         if assignment is None:
             return set()
@@ -336,7 +336,7 @@ class Nimbus:
             self.heartbeats.forget(topology_id)
 
 
-def _executor_slots(assignment: storm.Assignment | None) -> dict[Executor, Slot]:
+def _executor_slots(assignment: storm.Assignment | None) -> dict[ExecutorRange, Slot]:
     """executor -> (node, port) of an assignment."""
     if assignment is None:
         return {}

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from stormpy.thrift import storm
+from stormpy.topology.plan import ExecutorRange
 
-Executor = tuple[int, int]
 Slot = tuple[str, int]
 
 
@@ -28,7 +28,7 @@ class _Entry:
     nimbus_time: float
 
 
-def executors_of_heartbeat(beat: storm.ClusterWorkerHeartbeat, slot_executors: Iterable[Executor]) -> list[Executor]:
+def executors_of_heartbeat(beat: storm.ClusterWorkerHeartbeat, slot_executors: Iterable[ExecutorRange]) -> list[ExecutorRange]:
     """Executors a worker heartbeat vouches for: those in its stats, or (no stats) its whole slot."""
     if beat.executor_stats:
         return [(e.task_start, e.task_end) for e in beat.executor_stats]
@@ -39,15 +39,15 @@ class HeartbeatCache:
     """topology id -> executor -> (last reported time, Nimbus time it last changed)."""
 
     def __init__(self) -> None:
-        self._entries: dict[str, dict[Executor, _Entry]] = {}
+        self._entries: dict[str, dict[ExecutorRange, _Entry]] = {}
 
-    def update(self, topology_id: str, executor_slots: Mapping[Executor, Slot],
+    def update(self, topology_id: str, executor_slots: Mapping[ExecutorRange, Slot],
                heartbeats: Mapping[Slot, storm.ClusterWorkerHeartbeat], now: float) -> None:
         """Record the heartbeats Nimbus just read for the topology's assigned executors."""
-        by_slot: dict[Slot, list[Executor]] = {}
+        by_slot: dict[Slot, list[ExecutorRange]] = {}
         for executor, slot in executor_slots.items():
             by_slot.setdefault(slot, []).append(executor)
-        reported: dict[Executor, int] = {}
+        reported: dict[ExecutorRange, int] = {}
         for slot, beat in heartbeats.items():
             for executor in executors_of_heartbeat(beat, by_slot.get(slot, ())):
                 if executor_slots.get(executor) == slot:  # a stale worker on an old slot does not count
@@ -64,12 +64,12 @@ class HeartbeatCache:
             if executor not in executor_slots:
                 del cache[executor]
 
-    def is_timed_out(self, topology_id: str, executor: Executor, now: float, timeout_secs: float) -> bool:
+    def is_timed_out(self, topology_id: str, executor: ExecutorRange, now: float, timeout_secs: float) -> bool:
         entry = self._entries.get(topology_id, {}).get(executor)
         return entry is not None and now - entry.nimbus_time >= timeout_secs
 
     def alive_executors(self, topology_id: str, assignment: storm.Assignment | None, now: float,
-                        now_secs: int, timeout_secs: float, launch_secs: float) -> set[Executor]:
+                        now_secs: int, timeout_secs: float, launch_secs: float) -> set[ExecutorRange]:
         """Executors of ``assignment`` that are within their launch grace or have fresh heartbeats.
 
         ``now`` is Nimbus's monotonic clock (for the cache), ``now_secs`` its wall clock in
@@ -88,7 +88,7 @@ class HeartbeatCache:
                 alive.add(executor)
         return alive
 
-    def has_heartbeat(self, topology_id: str, executor: Executor) -> bool:
+    def has_heartbeat(self, topology_id: str, executor: ExecutorRange) -> bool:
         entry = self._entries.get(topology_id, {}).get(executor)
         return entry is not None and entry.reported_time is not None
 

@@ -17,10 +17,11 @@ import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
+from stormpy.topology.plan import ExecutorRange
+
 log = logging.getLogger(__name__)
 
 Slot = tuple[str, int]           # (supervisor id, port)
-Executor = tuple[int, int]       # (task_start, task_end)
 
 
 def sort_slots(available: Mapping[str, Iterable[int]]) -> list[Slot]:
@@ -56,9 +57,9 @@ def integer_partition(total: int, parts: int) -> Counter[int]:
     return sizes
 
 
-def deal(executors: Iterable[Executor], slots: list[Slot]) -> dict[Executor, Slot]:
+def deal(executors: Iterable[ExecutorRange], slots: list[Slot]) -> dict[ExecutorRange, Slot]:
     """Round-robin ``executors`` (in task order) over ``slots``."""
-    result: dict[Executor, Slot] = {}
+    result: dict[ExecutorRange, Slot] = {}
     if not slots:
         return result
     for i, executor in enumerate(sorted(executors)):
@@ -66,14 +67,14 @@ def deal(executors: Iterable[Executor], slots: list[Slot]) -> dict[Executor, Slo
     return result
 
 
-def keeper_slots(slot_executors: Mapping[Slot, list[Executor]], order: list[Slot], num_executors: int,
-                 num_workers: int) -> dict[Slot, list[Executor]]:
+def keeper_slots(slot_executors: Mapping[Slot, list[ExecutorRange]], order: list[Slot], num_executors: int,
+                 num_workers: int) -> dict[Slot, list[ExecutorRange]]:
     """Slots whose current executors can stay: their count fits a still-open share of the partition.
 
     Visited in ``order`` (the interleaved slot order) so the result is deterministic.
     """
     shares = integer_partition(num_executors, num_workers)
-    keepers: dict[Slot, list[Executor]] = {}
+    keepers: dict[Slot, list[ExecutorRange]] = {}
     for slot in order:
         executors = slot_executors.get(slot)
         if not executors:
@@ -84,9 +85,9 @@ def keeper_slots(slot_executors: Mapping[Slot, list[Executor]], order: list[Slot
     return keepers
 
 
-def schedule(executors: Iterable[Executor], available: Mapping[str, Iterable[int]], num_workers: int,
-             existing: Mapping[Executor, Slot] | None = None, alive: Iterable[Executor] | None = None,
-             scratch: bool = False) -> dict[Executor, Slot]:
+def schedule(executors: Iterable[ExecutorRange], available: Mapping[str, Iterable[int]], num_workers: int,
+             existing: Mapping[ExecutorRange, Slot] | None = None, alive: Iterable[ExecutorRange] | None = None,
+             scratch: bool = False) -> dict[ExecutorRange, Slot]:
     """The new executor -> slot map of one topology.
 
     ``available``: supervisor id -> ports this topology may use (free ones plus its own).
@@ -102,7 +103,7 @@ def schedule(executors: Iterable[Executor], available: Mapping[str, Iterable[int
         return {}
     alive_set = set(wanted if alive is None else alive)
     slot_set = set(all_slots)
-    slot_executors: dict[Slot, list[Executor]] = defaultdict(list)
+    slot_executors: dict[Slot, list[ExecutorRange]] = defaultdict(list)
     if not scratch:
         for executor, slot in (existing or {}).items():
             if executor in alive_set and executor in wanted and slot in slot_set:
@@ -116,9 +117,9 @@ def schedule(executors: Iterable[Executor], available: Mapping[str, Iterable[int
     return result
 
 
-def group_by_slot(assignment: Mapping[Executor, Slot]) -> dict[Slot, list[Executor]]:
+def group_by_slot(assignment: Mapping[ExecutorRange, Slot]) -> dict[Slot, list[ExecutorRange]]:
     """slot -> its executors (sorted); handy for tests and summaries."""
-    groups: dict[Slot, list[Executor]] = defaultdict(list)
+    groups: dict[Slot, list[ExecutorRange]] = defaultdict(list)
     for executor, slot in assignment.items():
         groups[slot].append(executor)
     return {slot: sorted(group) for slot, group in sorted(groups.items())}

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from stormpy.topology.plan import ExecutorRange
+
 log = logging.getLogger(__name__)
 
-Executor = tuple[int, int]
 
 
 class Phase(enum.Enum):
@@ -38,7 +39,7 @@ class LocalAssignment:
     """What should run on a port: a topology and its executors (order does not matter)."""
 
     topology_id: str
-    executors: frozenset[Executor]
+    executors: frozenset[ExecutorRange]
 
     @classmethod
     def of(cls, topology_id: str, executors: object) -> "LocalAssignment":
@@ -51,7 +52,7 @@ class Heartbeat:
 
     time_secs: float
     topology_id: str
-    executors: frozenset[Executor]
+    executors: frozenset[ExecutorRange]
     pid: int | None = None
 
 

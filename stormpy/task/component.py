@@ -8,16 +8,23 @@ of a component's methods run on that executor's thread, so components need no lo
 
 Timing is the executor's job: a component that sets ``timer_interval_secs`` gets
 ``on_timer()`` calls from its executor thread at that interval (the batching bolts use it;
-no extra threads).
+no extra threads). How a bolt's input reaches it is its *driver*'s job
+(``Bolt.make_driver``, see ``stormpy.task.drivers``): per tuple, batching, or raw batches.
+
+A component may be declared by class (``SplitBolt.spec(...)``: each task calls ``SplitBolt()``)
+or by instance (``SplitBolt(sep=",").spec(...)``: the instance travels pickled with
+cloudpickle, lambdas inside included, and each task unpickles its own copy).
 """
 from __future__ import annotations
 
 import logging
 import os
 import traceback
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
+from stormpy.task.drivers import BatchingDriver, Driver, TupleDriver
 from stormpy.task.tuple import Tuple
 
 log = logging.getLogger(__name__)
@@ -41,6 +48,25 @@ class _Detached:
                            "(emit/ack/fail work from initialize() on)")
 
 
+class _SpecMethod:
+    """``spec`` that works on the class (streamparse) and on an instance (which then travels).
+
+    ``SplitBolt.spec(...)`` declares the class: every task makes ``SplitBolt()``.
+    ``SplitBolt(sep=",").spec(...)`` declares that instance: it is pickled at compile time
+    (``PythonObject.serialized``) and every task starts from its own unpickled copy.
+    """
+
+    def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
+        def spec(name: str | None = None, inputs: Any = None, par: int = 1,
+                 config: Mapping[str, Any] | None = None) -> Any:
+            """Declare this component in a Topology class (streamparse's ``Component.spec``)."""
+            from stormpy.topology.dsl import ComponentSpec
+
+            return ComponentSpec(cls, name=name, inputs=inputs, par=par, config=config, instance=obj)
+
+        return spec
+
+
 class Component:
     """Base of spouts and bolts: outputs, lifecycle hooks, logging and error reporting."""
 
@@ -52,13 +78,7 @@ class Component:
     logger: logging.Logger | logging.LoggerAdapter = log
     metrics: Metrics
 
-    @classmethod
-    def spec(cls, name: str | None = None, inputs: Any = None, par: int = 1,
-             config: Mapping[str, Any] | None = None) -> Any:
-        """Declare this component in a Topology class (streamparse's ``Component.spec``)."""
-        from stormpy.topology.dsl import ComponentSpec
-
-        return ComponentSpec(cls, name=name, inputs=inputs, par=par, config=config)
+    spec = _SpecMethod()
 
     # ------------------------------------------------------------ wiring (executor thread)
     def _attach(self, task: Any, component_id: str, task_id: int) -> None:
@@ -91,9 +111,6 @@ class Component:
 
     def on_timer(self) -> None:
         """Called every ``timer_interval_secs`` from the executor thread."""
-
-    def _before_close(self) -> None:
-        """Executor hook run at shutdown before ``close`` (batching bolts flush here)."""
 
     # ------------------------------------------------------------ calls into the engine
     def emit(self, values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
@@ -152,8 +169,11 @@ class Bolt(Component):
     auto_ack = True
     auto_anchor = True
     auto_fail = True
-    #: True for bolts that ack their inputs themselves later (batching bolts).
-    _manages_acks = False
+
+    def make_driver(self, task: Any) -> Driver:
+        """How the executor feeds this bolt (framework hook, see ``stormpy.task.drivers``):
+        one ``process`` call per tuple, acked after it returns when ``auto_ack``."""
+        return TupleDriver(task, self)
 
     def process(self, tup: Tuple) -> None:
         """Handle one input tuple."""
@@ -169,6 +189,21 @@ class Bolt(Component):
         """Fail ``tup``: the spout's ``fail`` runs for its tuple tree."""
         self._task.fail(tup)
 
+    @contextmanager
+    def anchored(self, tups: Iterable[Any]) -> Iterator[None]:
+        """``with self.anchored(tups):`` emits inside (without ``anchors=``) are anchored to
+        every tuple of ``tups``: their trees complete only when the emitted tuples are acked."""
+        with self._task.anchored(tups):
+            yield
+
+    def ack_message(self, message: Any) -> None:
+        """Raw-batch drivers only: ack a raw message ``(stream, src_task, values, anchors)``."""
+        self._task.ack_message(message)
+
+    def fail_message(self, message: Any) -> None:
+        """Raw-batch drivers only: fail a raw message's tuple trees."""
+        self._task.fail_message(message)
+
 
 class BatchingBolt(Bolt):
     """streamparse's BatchingBolt: groups tuples and hands each group to ``process_batch``.
@@ -183,7 +218,6 @@ class BatchingBolt(Bolt):
     secs_between_batches: float = 2
     ticks_between_batches: int | None = None
     batch_size: int | None = None
-    _manages_acks = True
 
     @property
     def timer_interval_secs(self) -> float | None:  # type: ignore[override]
@@ -217,10 +251,11 @@ class BatchingBolt(Bolt):
                 self._ticks_seen = 0
                 self.flush_batches()
 
-    def on_timer(self) -> None:
-        self.flush_batches()
+    def make_driver(self, task: Any) -> Driver:
+        """Tuples wait in batches and are acked after ``process_batch``, not after ``process``."""
+        return BatchingDriver(task, self)
 
-    def _before_close(self) -> None:
+    def on_timer(self) -> None:
         self.flush_batches()
 
     def flush_batches(self) -> None:
@@ -236,11 +271,10 @@ class BatchingBolt(Bolt):
         tups = self._batches.pop(key, None)
         if not tups:
             return
-        self._task.current_tups = tups  # auto_anchor: emits anchor to the batch
         try:
-            self.process_batch(key, tups)
+            with self.anchored(tups) if self.auto_anchor else nullcontext():
+                self.process_batch(key, tups)
         except Exception as exc:
-            self._task.current_tups = None
             self.logger.error("process_batch failed for key %r (%d tuples): %s", key, len(tups), exc)
             if self.auto_fail:
                 for tup in tups:
@@ -248,7 +282,6 @@ class BatchingBolt(Bolt):
                         self.fail(tup)
             self.report_error("".join(traceback.format_exception(exc)))
             return
-        self._task.current_tups = None
         if self.auto_ack:
             for tup in tups:
                 if not tup._done:

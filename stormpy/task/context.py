@@ -16,7 +16,7 @@ class TopologyContext(dict):
     """Task id, component id and the topology's task layout, as seen by one task."""
 
     def __init__(self, plan: Any, component_id: str, task_id: int, worker_tasks: set[int],
-                 host: str = "localhost", port: int = 0) -> None:
+                 host: str = "localhost", port: int = 0, transactional_state: Any = None) -> None:
         component = plan.components[component_id]
         tasks = sorted(component.tasks)
         super().__init__({
@@ -37,6 +37,9 @@ class TopologyContext(dict):
         self.host = host
         self.worker_tasks = sorted(worker_tasks)
         self.task_to_component = dict(plan.task_component)
+        #: The worker's TransactionalState factory for Trident's coordinators (None when the
+        #: runtime was given none, e.g. a core topology in a test).
+        self.transactional_state = transactional_state
 
     def get_component_tasks(self, component_id: str) -> list[int]:
         """Task ids of any component, sorted."""

@@ -5,10 +5,11 @@ What every executor shares (the spout and bolt executors add their loops):
 - A receive queue (``SimpleQueue`` of ``(task_id, [message, ...])`` batches, never one item
   per tuple) with a tuple count guarded by a lock taken once per batch; the count drives
   backpressure (``overloaded`` between the high and low watermarks).
-- An outbox: per destination task, a list of messages; handed to ``transfer.send`` when it
-  reaches ``topology.transfer.batch.size``, after ``topology.batch.flush.interval.millis``,
-  or when the executor goes idle. Bolts' acks are XOR-combined per root id and join the
-  outbox at flush time.
+- An Outbox (``stormpy.task.emit``): per destination task, a list of messages; handed to
+  ``transfer.send`` when it reaches ``topology.transfer.batch.size``, after
+  ``topology.batch.flush.interval.millis``, or when the executor goes idle. Bolts' acks are
+  XOR-combined per root id and join the outbox at flush time.
+- Settings: one frozen ``ExecutorSettings`` read from the component's config.
 - Timers run on the executor thread (tick tuples, ``on_timer``, timeouts, stats snapshots).
 - Crash handling: user code that raises is logged with component and task id, reported,
   the tuples the task held are failed, and the task is re-created after a backoff while the
@@ -21,8 +22,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import pickle
 import traceback
-from collections import defaultdict
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
@@ -30,16 +31,13 @@ from typing import Any
 from stormpy.serialization import from_conf
 from stormpy.task.component import Component
 from stormpy.task.context import TopologyContext
+from stormpy.task.emit import Outbox
 from stormpy.task.grouping import build_routes
+from stormpy.task.settings import ExecutorSettings
 from stormpy.task.stats import ExecutorStats
 
 log = logging.getLogger(__name__)
 
-ACK_INIT = "__ack_init"
-ACK_ACK = "__ack_ack"
-ACK_FAIL = "__ack_fail"
-TICK = "__tick"
-SYSTEM_COMPONENT = "__system"
 _MAX_BACKOFF_SECS = 30.0
 
 
@@ -73,9 +71,10 @@ class TaskBase:
         self.task_id = task_id
         self.component_id = executor.component_id
         self.component: Any = None
+        runtime = executor.runtime
         self.context = TopologyContext(executor.plan, executor.component_id, task_id,
-                                       executor.runtime.local_tasks, executor.runtime.host,
-                                       executor.runtime.port)
+                                       runtime.local_tasks, runtime.host, runtime.port,
+                                       transactional_state=runtime.transactional_state)
         self.routes = build_routes(executor.plan, executor.component_id, self.context,
                                    executor.runtime.local_tasks)
         self.restarts = 0
@@ -111,17 +110,11 @@ class Executor:
         self.task_ids = list(range(start, end + 1))
         self.component_id = self.plan.task_component[start]
         self.comp_plan = self.plan.components[self.component_id]
-        self.conf: dict[str, Any] = dict(self.comp_plan.conf)
-        conf = self.conf
-        self.serialization = from_conf(conf)
-        self.batch_size = max(1, int(conf.get("topology.transfer.batch.size") or 1000))
-        self.flush_secs = max(0.0, float(conf.get("topology.batch.flush.interval.millis") or 0) / 1000.0)
-        buffer = int(conf.get("topology.executor.receive.buffer.size") or 32768)
-        self.high_watermark = max(1, int(buffer * 0.9))
-        self.low_watermark = max(0, int(buffer * 0.5))
-        self.backoff_secs = float(conf.get("topology.task.restart.backoff.secs") or 1.0)
-        rate = float(conf.get("topology.stats.sample.rate") or 0.05)
-        self.sample_every = max(1, int(round(1.0 / rate))) if rate > 0 else 1 << 30
+        self.conf = self.comp_plan.conf
+        self.settings = ExecutorSettings.from_conf(self.conf)
+        self.serialization = from_conf(self.conf)
+        self.high_watermark = self.settings.high_watermark
+        self.low_watermark = self.settings.low_watermark
         self.acker_tasks: list[int] = list(self.plan.acker_tasks)
         self.num_ackers = len(self.acker_tasks)
 
@@ -129,15 +122,16 @@ class Executor:
         self._qlock = threading.Lock()
         self.queued = 0
         self.overloaded = False
-        self.outbox: defaultdict[int, list[Any]] = defaultdict(list)
+        self.name = f"{self.component_id}[{start}-{end}]"
+        self.outbox = Outbox(runtime.transfer.send, self.settings.transfer_batch_size, self.name)
         self._last_flush = time.monotonic()
         self.stats = ExecutorStats(self.kind)
         self.tasks: dict[int, Any] = {}
         self.timers: list[Timer] = []
         self._stop = threading.Event()
+        self._stop_reason = ""
         self._started = threading.Event()
         self.thread: threading.Thread | None = None
-        self.name = f"{self.component_id}[{start}-{end}]"
 
     # ------------------------------------------------------------ other threads
     def enqueue(self, task_id: int | None, messages: Any) -> None:
@@ -160,8 +154,9 @@ class Executor:
     def wait_started(self, timeout: float) -> bool:
         return self._started.wait(timeout)
 
-    def stop(self) -> None:
+    def stop(self, reason: str = "stop requested") -> None:
         """Ask the thread to finish: it flushes, calls ``close`` on its tasks and exits."""
+        self._stop_reason = reason
         self._stop.set()
         self.call_soon(lambda: None)  # wake a blocked get()
 
@@ -176,7 +171,7 @@ class Executor:
 
     def in_flight(self) -> int:
         """Tuples queued here plus messages waiting in the outbox (approximate)."""
-        return self.queued + sum(len(v) for v in list(self.outbox.values()))
+        return self.queued + len(self.outbox)
 
     # ------------------------------------------------------------ executor thread
     def _thread_main(self) -> None:
@@ -247,32 +242,15 @@ class Executor:
     def flush(self) -> None:
         """Hand every partly filled batch to the transfer (and combined acks first)."""
         self._flush_acks()
-        outbox = self.outbox
-        if outbox:
-            send = self.runtime.transfer.send
-            for dest, messages in list(outbox.items()):
-                try:
-                    send(dest, messages)
-                except Exception:
-                    log.exception("executor %s: transfer to task %d failed; %d messages lost",
-                                  self.name, dest, len(messages))
-            outbox.clear()
+        self.outbox.flush()
         self._last_flush = time.monotonic()
-
-    def send_full(self, dest: int) -> None:
-        """A destination's batch is full: send it now."""
-        messages = self.outbox.pop(dest)
-        try:
-            self.runtime.transfer.send(dest, messages)
-        except Exception:
-            log.exception("executor %s: transfer to task %d failed; %d messages lost",
-                          self.name, dest, len(messages))
 
     def _flush_acks(self) -> None:
         """Bolt executors turn their combined acks into messages here."""
 
     def _flush_if_due(self, now: float) -> None:
-        if (self.outbox or self._has_acks()) and (now - self._last_flush >= self.flush_secs or self.queue.empty()):
+        if (self.outbox or self._has_acks()) and (now - self._last_flush >= self.settings.flush_interval_secs
+                                                  or self.queue.empty()):
             self.flush()
 
     def _has_acks(self) -> bool:
@@ -286,8 +264,16 @@ class Executor:
             log.exception("executor %s: reporting an error failed", self.name)
 
     def _new_component(self, task: TaskBase) -> Component:
-        cls = load_component_class(self.comp_plan.class_name)
-        component = cls()
+        """A fresh instance: unpickled from the plan's serialized one (each task gets its own
+        copy), else the class called with no arguments."""
+        serialized = self.comp_plan.serialized
+        if serialized is not None:
+            component = pickle.loads(serialized)
+            if not isinstance(component, Component):
+                raise TypeError(f"serialized component {self.comp_plan.class_name} is a "
+                                f"{type(component).__name__}, not a stormpy Spout or Bolt")
+        else:
+            component = load_component_class(self.comp_plan.class_name)()
         component._attach(task, self.component_id, task.task_id)
         self.stats.metric_sources.append(component.metrics)
         return component
@@ -306,7 +292,7 @@ class Executor:
             self._crash(task, exc, "initialize")
             return
         task.failed_starts = 0  # initialized: only consecutive failures to start grow the backoff
-        interval = getattr(component, "timer_interval_secs", None)
+        interval = component.timer_interval_secs
         if interval:
             self.add_timer(interval, lambda t=task, c=component: self._component_timer(t, c),
                            f"on_timer:{task.task_id}")
@@ -356,7 +342,8 @@ class Executor:
         that raises on an occasional tuple restarts after the plain short backoff (its tuples fail
         and replay), while one that cannot even initialize backs off exponentially.
         """
-        return min(self.backoff_secs * (2 ** min(task.failed_starts, 8)), max(self.backoff_secs, _MAX_BACKOFF_SECS))
+        backoff = self.settings.restart_backoff_secs
+        return min(backoff * (2 ** min(task.failed_starts, 8)), max(backoff, _MAX_BACKOFF_SECS))
 
     def _restart(self, task: TaskBase) -> None:
         self.timers = [t for t in self.timers if t.name != f"restart:{task.task_id}"]
@@ -370,16 +357,14 @@ class Executor:
     def _after_restart(self, task: TaskBase) -> None:
         """Subclasses resume work the task missed while it was down."""
 
+    def before_close_tasks(self) -> None:
+        """Bolt executors ask each task's driver to hand over held-back work."""
+
     def _shutdown(self) -> None:
-        for task in self.tasks.values():
-            component = task.component
-            if component is None:
-                continue
-            try:
-                component._before_close()
-            except Exception:
-                log.exception("component %s task %d failed while flushing at shutdown",
-                              self.component_id, task.task_id)
+        try:
+            self.before_close_tasks()
+        except Exception:
+            log.exception("executor %s: flushing its tasks at shutdown failed", self.name)
         try:
             self.flush()
         except Exception:
@@ -392,4 +377,4 @@ class Executor:
                 component.close()
             except Exception:
                 log.exception("component %s task %d raised in close()", self.component_id, task.task_id)
-        log.debug("executor %s stopped", self.name)
+        log.info("executor %s stopped: %s", self.name, self._stop_reason or "its thread ended")

@@ -20,7 +20,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from stormpy.task.bolt_executor import BoltExecutor
+from stormpy.topology.plan import ExecutorRange
 from stormpy.task.executor import Executor
+from stormpy.task.settings import ExecutorSettings
 from stormpy.task.spout_executor import SpoutExecutor
 
 log = logging.getLogger(__name__)
@@ -93,18 +95,19 @@ class LoggingReporter:
 class WorkerRuntime:
     """Executors for a set of task ranges of one topology plan."""
 
-    def __init__(self, plan: Any, executors: Iterable[tuple[int, int]], transfer: Any, reporter: Any = None,
+    def __init__(self, plan: Any, executors: Iterable[ExecutorRange], transfer: Any, reporter: Any = None,
                  host: str = "localhost", port: int = 0, pin_cpu: bool = False,
                  transactional_state: Any = None) -> None:
         self.plan = plan
-        self.transactional_state = transactional_state  # Trident's TransactionalState (cluster_state)
+        #: Handed to every task as ``context.transactional_state`` (Trident's coordinator state).
+        self.transactional_state = transactional_state
         self.transfer = transfer
         self.reporter = reporter if reporter is not None else LoggingReporter()
         self.host = host
         self.port = port
         ranges = [(int(s), int(e)) for s, e in executors]
         self.local_tasks: set[int] = {t for s, e in ranges for t in range(s, e + 1)}
-        self.executors: dict[tuple[int, int], Executor] = {}
+        self.executors: dict[ExecutorRange, Executor] = {}
         self._by_task: dict[int, Executor] = {}
         for start, end in ranges:
             kind = plan.components[plan.task_component[start]].kind
@@ -115,7 +118,8 @@ class WorkerRuntime:
         self._spouts = [e for e in self.executors.values() if isinstance(e, SpoutExecutor)]
         self._all = list(self.executors.values())
         self._remote_backpressure = False
-        self._backpressure_enabled = bool(plan.conf.get("topology.backpressure.enable", True))
+        self.settings = ExecutorSettings.from_conf(plan.conf)
+        self._backpressure_enabled = self.settings.backpressure_enabled
         self.active = False
         self.started = False
         self.cpu = choose_cpu() if pin_cpu else None
@@ -147,14 +151,15 @@ class WorkerRuntime:
         for spout in self._spouts:
             spout.set_active(active)
 
-    def stop(self, drain_secs: float = 30.0) -> None:
+    def stop(self, drain_secs: float = 30.0, reason: str = "stop requested") -> None:
         """Deactivate spouts, drain in-flight tuples for up to ``drain_secs``, close, join."""
+        log.info("stopping %d executors (%s); draining for up to %.1fs", len(self._all), reason, drain_secs)
         self.set_active(False)
         drained = self.drain(drain_secs)
         if not drained:
             log.warning("stopping with %d tuples still in flight after %.1fs", self.in_flight(), drain_secs)
         for executor in self._all:
-            executor.stop()
+            executor.stop(reason)
         for executor in self._all:
             if not executor.join(_JOIN_TIMEOUT_SECS):
                 log.warning("executor %s did not stop within %.0fs", executor.name, _JOIN_TIMEOUT_SECS)
@@ -193,16 +198,9 @@ class WorkerRuntime:
 
     @staticmethod
     def _flush_components(executor: Executor, done: threading.Event) -> None:
-        """On the executor thread: batching bolts run their pending batches now."""
+        """On the executor thread: drivers hand over held work (batching bolts run their batches)."""
         try:
-            for task in executor.tasks.values():
-                component = task.component
-                if component is None:
-                    continue
-                try:
-                    component._before_close()
-                except Exception as exc:
-                    executor._crash(task, exc, "flush")
+            executor.before_close_tasks()
             executor.flush()
         finally:
             done.set()
@@ -228,6 +226,12 @@ class WorkerRuntime:
                 return True
         return False
 
+    def is_locally_overloaded(self) -> bool:
+        """True while one of this runtime's own executors is over its high watermark."""
+        if not self._backpressure_enabled:
+            return False
+        return any(executor.overloaded for executor in self._all)
+
     def set_remote_backpressure(self, overloaded: bool) -> None:
         """The worker's transport reports that a remote receiver is (no longer) overloaded."""
         self._remote_backpressure = overloaded
@@ -236,7 +240,7 @@ class WorkerRuntime:
     def in_flight(self) -> int:
         return sum(e.in_flight() for e in self._all)
 
-    def stats(self) -> dict[tuple[int, int], dict[str, Any]]:
+    def stats(self) -> dict[ExecutorRange, dict[str, Any]]:
         """Per executor: component, kind and all-time counters/latencies/metrics."""
         out = {}
         for key, executor in self.executors.items():
@@ -256,7 +260,7 @@ class WorkerRuntime:
         """Sums for progress lines: spout emitted/acked/failed, bolt executed, errors."""
         out = {"emitted": 0, "acked": 0, "failed": 0, "executed": 0}
         for executor in self._all:
-            if executor.component_id.startswith("__"):
+            if executor.comp_plan.is_system:
                 continue
             counts = executor.stats.totals()
             if executor.kind == "spout":

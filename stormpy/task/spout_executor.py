@@ -14,89 +14,19 @@ worker, through ``set_remote_backpressure``) is over its high watermark.
 from __future__ import annotations
 
 import logging
-import random
 import time
-from collections.abc import Sequence
 from queue import Empty
 from typing import Any
 
-from stormpy.acker.ledger import RotatingMap
-from stormpy.serialization import SCALARS
-from stormpy.task.bolt_executor import _FAST_TYPES, check_emit, debug_emit, direct_targets
-from stormpy.task.executor import ACK_ACK, ACK_FAIL, ACK_INIT, Executor, TaskBase
+from stormpy.rotating_map import RotatingMap
+from stormpy.streams import ACK_ACK, ACK_FAIL
+from stormpy.task.emit import make_emit, spout_place
+from stormpy.task.executor import Executor, TaskBase
 
 log = logging.getLogger(__name__)
 
-_getrandbits = random.getrandbits
 _NEXT_TUPLE_ROUNDS = 64
 _TIMEOUT_BUCKETS = 3
-
-
-def make_spout_emit(task: "SpoutTask") -> Any:
-    """The spout's ``emit``: a closure with a short path for default-stream emits of scalars."""
-    general = task.emit_general
-    route = task.routes.get("default")
-    if task.executor.conf.get("topology.debug"):
-        return debug_emit(task, general)
-    if route is None or route.direct:
-        return general
-    ex = task.executor
-    select = route.select
-    nfields = route.num_fields
-    outbox = ex.outbox
-    batch_size = ex.batch_size
-    send_full = ex.send_full
-    check = ex.serialization.check_value
-    counter = ex.stats.stream_counter("default")
-    tid = task.task_id
-    ackers = ex.acker_tasks
-    num_ackers = ex.num_ackers
-    pending_put = task.pending.put
-    ack_now = task.ack_now
-    fast_types = _FAST_TYPES
-    getrandbits = _getrandbits
-    monotonic = time.monotonic
-
-    def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
-             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
-        if (stream is not None or direct_task is not None or need_task_ids
-                or type(values) is not list or len(values) != nfields):
-            return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
-        for value in values:
-            if type(value) not in fast_types:
-                check(value)
-        targets = select(values)
-        if tup_id is not None and num_ackers and targets:
-            root = getrandbits(64)
-            val = 0
-            for target in targets:
-                edge = getrandbits(64)
-                val ^= edge
-                box = outbox[target]
-                box.append(("default", tid, values, {root: edge}))
-                if len(box) >= batch_size:
-                    send_full(target)
-            pending_put(root, [tup_id, monotonic(), "default"])
-            dest = ackers[root % num_ackers]
-            box = outbox[dest]
-            box.append((ACK_INIT, tid, [root, val, tid], None))
-            if len(box) >= batch_size:
-                send_full(dest)
-        else:
-            message = ("default", tid, values, None)
-            for target in targets:
-                box = outbox[target]
-                box.append(message)
-                if len(box) >= batch_size:
-                    send_full(target)
-            if tup_id is not None:
-                ack_now.append((tup_id, "default"))
-        task.emit_count += 1
-        counter[0] += 1
-        counter[1] += len(targets)
-        return None
-
-    return emit
 
 
 class SpoutTask(TaskBase):
@@ -105,64 +35,11 @@ class SpoutTask(TaskBase):
     def __init__(self, executor: "SpoutExecutor", task_id: int) -> None:
         super().__init__(executor, task_id)
         self.pending: RotatingMap[int, list[Any]] = RotatingMap(_TIMEOUT_BUCKETS)
-        self.pending_values = self.pending._values  # len() of it on the hot path
+        self.pending_live = self.pending.live()  # len() and pop() of it on the hot paths
         self.ack_now: list[tuple[Any, str]] = []
         self.emit_count = 0
         self.next_tuple: Any = None
-        self.emit = make_spout_emit(self)
-
-    def emit_general(self, values: Sequence[Any], tup_id: Any = None, stream: str | None = None,
-                     anchors: Any = None, direct_task: int | None = None,
-                     need_task_ids: bool = False) -> list[int] | None:
-        """Every kind of spout emit: any stream, direct tasks, task ids wanted."""
-        if stream is None:
-            stream = "default"
-        route = self.routes.get(stream)
-        if route is None or len(values) != route.num_fields or type(values) is not list:
-            check_emit(self, route, stream, values)
-            values = list(values)
-        else:
-            for value in values:
-                if type(value) not in SCALARS or type(value) is int:
-                    self.executor.serialization.check_value(value)
-        if direct_task is not None or route.direct:
-            targets = direct_targets(self, route, stream, direct_task)
-        else:
-            targets = route.select(values)
-        ex = self.executor
-        outbox = ex.outbox
-        batch_size = ex.batch_size
-        tid = self.task_id
-        if tup_id is not None and ex.num_ackers and targets:
-            root = _getrandbits(64)
-            val = 0
-            for target in targets:
-                edge = _getrandbits(64)
-                val ^= edge
-                box = outbox[target]
-                box.append((stream, tid, values, {root: edge}))
-                if len(box) >= batch_size:
-                    ex.send_full(target)
-            self.pending.put(root, [tup_id, time.monotonic(), stream])
-            dest = ex.acker_tasks[root % ex.num_ackers]
-            box = outbox[dest]
-            box.append((ACK_INIT, tid, [root, val, tid], None))
-            if len(box) >= batch_size:
-                ex.send_full(dest)
-        else:
-            message = (stream, tid, values, None)
-            for target in targets:
-                box = outbox[target]
-                box.append(message)
-                if len(box) >= batch_size:
-                    ex.send_full(target)
-            if tup_id is not None:
-                self.ack_now.append((tup_id, stream))
-        self.emit_count += 1
-        counter = ex.stats.stream_counter(stream)
-        counter[0] += 1
-        counter[1] += len(targets)
-        return list(targets) if need_task_ids else None
+        self.emit = make_emit(self, spout_place(self), starts_trees=True)
 
     def on_crash(self) -> None:
         """The instance that knew these tup_ids is gone: its trees are dropped, not failed.
@@ -183,15 +60,9 @@ class SpoutExecutor(Executor):
     def __init__(self, runtime: Any, start: int, end: int) -> None:
         super().__init__(runtime, start, end)
         self.active = False
-        max_pending = self.conf.get("topology.max.spout.pending")
-        self.max_pending = int(max_pending) if max_pending else 0
-        self.sleep_secs = max(0.0001, float(self.conf.get("topology.sleep.spout.wait.strategy.time.ms") or 1) / 1000.0)
-        self.timeout_secs = float(self.conf.get("topology.message.timeout.secs") or 30)
-        self.timeouts_enabled = bool(self.conf.get("topology.enable.message.timeouts", True))
-        self._emitted_last_round = 0
 
     def pending_count(self) -> int:
-        return sum(len(t.pending_values) for t in list(self.tasks.values()))
+        return sum(len(t.pending_live) for t in list(self.tasks.values()))
 
     def in_flight(self) -> int:
         return super().in_flight() + self.pending_count()
@@ -224,8 +95,8 @@ class SpoutExecutor(Executor):
                 self._crash(task, exc, "activate")
 
     def _setup_timers(self, now: float) -> None:
-        if self.timeouts_enabled and self.num_ackers:
-            self.add_timer(self.timeout_secs / (_TIMEOUT_BUCKETS - 1), self._expire, "timeouts")
+        if self.settings.message_timeouts_enabled and self.num_ackers:
+            self.add_timer(self.settings.message_timeout_secs / (_TIMEOUT_BUCKETS - 1), self._expire, "timeouts")
         elif self.num_ackers:
             # Never rotated, so the generation lists would only grow: prune them now and then.
             self.add_timer(30.0, self._compact_pending, "compact-pending")
@@ -233,7 +104,7 @@ class SpoutExecutor(Executor):
     # ------------------------------------------------------------ acker answers
     def _on_messages(self, task: SpoutTask, messages: list[Any]) -> None:
         """Acker answers: one loop per batch with lookups hoisted (a batch holds ~1000)."""
-        pop = task.pending_values.pop  # RotatingMap.pop is this dict's pop
+        pop = task.pending_live.pop  # the same as task.pending.pop, without a call layer
         stats = self.stats
         acked = stats.acked
         complete = stats.complete_ms
@@ -273,22 +144,22 @@ class SpoutExecutor(Executor):
         stats = self.stats
         stats.acked[stream] += 1
         stats.add_latency(stats.complete_ms, stream, (time.monotonic() - started) * 1000.0)
-        if task.component is None:
-            return
-        try:
-            task.component.ack(tup_id)
-        except Exception as exc:
-            self._crash(task, exc, "ack")
+        self._tell(task, "ack", tup_id)
 
     def _failed(self, task: SpoutTask, entry: list[Any]) -> None:
         tup_id, _started, stream = entry
         self.stats.failed[stream] += 1
-        if task.component is None:
+        self._tell(task, "fail", tup_id)
+
+    def _tell(self, task: SpoutTask, hook: str, tup_id: Any) -> None:
+        """Call the spout's ``ack`` or ``fail``; user code that raises crashes the task."""
+        component = task.component
+        if component is None:
             return
         try:
-            task.component.fail(tup_id)
+            (component.ack if hook == "ack" else component.fail)(tup_id)
         except Exception as exc:
-            self._crash(task, exc, "fail")
+            self._crash(task, exc, hook)
 
     def _expire(self) -> None:
         for task in self.tasks.values():
@@ -312,11 +183,11 @@ class SpoutExecutor(Executor):
     # ------------------------------------------------------------ loop
     def _next_tuples(self) -> int:
         emitted = 0
-        max_pending = self.max_pending
+        max_pending = self.settings.max_spout_pending
         for task in self.tasks.values():
             if task.component is None:
                 continue
-            pending = task.pending_values
+            pending = task.pending_live
             next_tuple = task.next_tuple
             for _ in range(_NEXT_TUPLE_ROUNDS):
                 if max_pending and len(pending) >= max_pending:
@@ -340,6 +211,9 @@ class SpoutExecutor(Executor):
         queue = self.queue
         stop = self._stop
         runtime = self.runtime
+        outbox = self.outbox
+        flush_secs = self.settings.flush_interval_secs
+        sleep_secs = self.settings.spout_wait_secs
         next_timer = 0.0
         while not stop.is_set():
             for _ in range(256):
@@ -355,11 +229,11 @@ class SpoutExecutor(Executor):
             if self.active and not runtime.is_overloaded():
                 emitted = self._next_tuples()
             now = time.monotonic()
-            if self.outbox and (not emitted or now - self._last_flush >= self.flush_secs):
+            if outbox and (not emitted or now - self._last_flush >= flush_secs):
                 self.flush()
             if not emitted:
                 # Idle, throttled or inactive: sleep, but wake at once for acker answers.
-                timeout = self.sleep_secs if self.active else min(0.05, max(next_timer - now, 0.001))
+                timeout = sleep_secs if self.active else min(0.05, max(next_timer - now, 0.001))
                 try:
                     item = queue.get(timeout=timeout)
                 except Empty:

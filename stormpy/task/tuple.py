@@ -14,6 +14,8 @@ import re
 from collections import namedtuple
 from typing import Any
 
+from stormpy.streams import HEARTBEAT, TICK
+
 log = logging.getLogger(__name__)
 
 _IDENTIFIER_RE = re.compile(r"\W|^(?=\d)")
@@ -73,19 +75,19 @@ class Tuple:
 
     @property
     def is_tick(self) -> bool:
-        return self.stream == "__tick"
+        return self.stream == TICK
 
     @property
     def is_heartbeat(self) -> bool:
-        return self.stream == "__heartbeat"
+        return self.stream == HEARTBEAT
 
     def is_tick_tuple(self) -> bool:
         """pystorm's spelling of :attr:`is_tick`."""
-        return self.stream == "__tick"
+        return self.stream == TICK
 
     def is_heartbeat_tuple(self) -> bool:
         """pystorm's spelling of :attr:`is_heartbeat` (stormpy never sends heartbeat tuples)."""
-        return self.stream == "__heartbeat"
+        return self.stream == HEARTBEAT
 
     def __repr__(self) -> str:
         return (f"Tuple(id={self.id!r}, component={self.component!r}, stream={self.stream!r}, "

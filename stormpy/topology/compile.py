@@ -1,13 +1,17 @@
 """Compiles a Topology class into the ``StormTopology`` Thrift struct (DESIGN section 3).
 
 User classes are referenced by ``module:QualName`` so Nimbus never imports them; workers
-import them from the topology's code. Classes compiled in this process are also remembered,
+import them from the topology's code. A component declared by instance also travels as
+``cloudpickle`` bytes in ``PythonObject.serialized`` (the class name stays filled, for display
+and validation); only executors unpickle it, never Nimbus. Classes compiled in this process are also remembered,
 so ``stormpy local`` and tests can run components defined where no import path reaches them.
 """
 from __future__ import annotations
 
 import importlib
 import json
+
+import cloudpickle
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,6 +82,16 @@ def _common(spec: ComponentSpec, ids: dict[int, str]) -> Any:
     )
 
 
+def _serialized(spec: ComponentSpec) -> bytes | None:
+    """The spec's instance as cloudpickle bytes, or None for a component declared by class."""
+    if spec.instance is None:
+        return None
+    try:
+        return cloudpickle.dumps(spec.instance)
+    except Exception as exc:
+        raise invalid(f"component {spec.name!r}: instance {spec.instance!r} cannot be pickled: {exc}") from None
+
+
 def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | None = None) -> Any:
     """Build the StormTopology struct; raises InvalidTopologyException for malformed specs."""
     specs = list(getattr(topology_cls, "specs", []))
@@ -94,7 +108,8 @@ def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | Non
         cls = spec.component_cls
         name = class_name(cls)
         _CLASSES[name] = cls
-        obj = storm.ComponentObject(python_object=storm.PythonObject(class_name=name))
+        obj = storm.ComponentObject(python_object=storm.PythonObject(class_name=name,
+                                                                     serialized=_serialized(spec)))
         common = _common(spec, ids)
         if component_kind(cls) == "spout":
             spouts[spec.name] = storm.SpoutSpec(spout_object=obj, common=common)

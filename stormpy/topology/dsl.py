@@ -137,15 +137,21 @@ class StreamRef:
 
 
 class ComponentSpec:
-    """One component of a topology: its class, inputs, parallelism and config.
+    """One component of a topology: its class (or instance), inputs, parallelism and config.
 
     Made by ``Component.spec()``; the Topology class gives it its id (the attribute name)
-    unless ``name`` was passed.
+    unless ``name`` was passed. With ``instance`` (``SomeBolt(...).spec(...)``, or passed
+    here), that object is what runs: compiled into ``PythonObject.serialized`` with
+    cloudpickle (lambdas and closures inside included), unpickled by each task.
     """
 
     def __init__(self, component_cls: type, name: str | None = None, inputs: Any = None,
-                 par: int | None = 1, config: Mapping[str, Any] | None = None) -> None:
+                 par: int | None = 1, config: Mapping[str, Any] | None = None,
+                 instance: Any = None) -> None:
+        if instance is not None and not isinstance(instance, component_cls):
+            raise TypeError(f"instance {instance!r} is not a {component_cls.__name__}")
         self.component_cls = component_cls
+        self.instance = instance
         self.name = name
         self.inputs = inputs
         self.par = 1 if par is None else par

@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormpy import config as cfg
+from stormpy.streams import ACK_ACK, ACK_FAIL, ACKER_CLASS, ACKER_COMPONENT, is_framework_id, is_system_id
 from stormpy.thrift import storm
 from stormpy.topology.validate import components, parse_json_conf
 
-ACKER_COMPONENT = "__acker"
-ACKER_CLASS = "stormpy.acker.bolt:AckerBolt"
-SYSTEM_COMPONENT = "__system"
-ACK_INIT_STREAM = "__ack_init"
-ACK_ACK_STREAM = "__ack_ack"
-ACK_FAIL_STREAM = "__ack_fail"
-TICK_STREAM = "__tick"
+__all__ = ["ACKER_COMPONENT", "ComponentPlan", "ExecutorRange", "StreamDef", "TopologyPlan", "build_plan",
+           "load_plan", "split_tasks", "acker_count"]
+
+#: One executor: its (task_start, task_end), both inclusive (Storm's ExecutorInfo).
+ExecutorRange = tuple[int, int]
 
 
 @dataclass(frozen=True)
@@ -39,19 +38,20 @@ class ComponentPlan:
     tasks: list[int]
     streams: dict[str, StreamDef]
     inputs: dict[tuple[str, str], Any]   # (component, stream) -> storm.Grouping
-    conf: dict[str, Any]           # topology conf <- component conf
+    conf: cfg.Config               # topology conf <- component conf, coerced by the declared Keys
     parallelism: int               # executors
-
-    @property
-    def is_system(self) -> bool:
-        return self.id.startswith("__")
+    serialized: bytes | None = None  # a pickled component instance (PythonObject.serialized)
+    #: Storm's system components (``__acker``): left out of user-facing counts.
+    is_system: bool = False
+    #: Made by the framework (system, or Trident's ``$`` components): hidden by the UI unless asked.
+    is_framework: bool = False
 
 
 @dataclass
 class TopologyPlan:
     topology_id: str
     name: str
-    conf: dict[str, Any]
+    conf: cfg.Config
     components: dict[str, ComponentPlan]
     task_component: dict[int, str] = field(default_factory=dict)
     acker_tasks: list[int] = field(default_factory=list)
@@ -61,15 +61,15 @@ class TopologyPlan:
         """(target component, storm.Grouping) for every subscription to this stream."""
         return self._subscribers.get((component_id, stream_id), [])
 
-    def executors(self) -> list[tuple[int, int]]:
+    def executors(self) -> list[ExecutorRange]:
         """(task_start, task_end) of every executor, components in id order."""
-        result: list[tuple[int, int]] = []
+        result: list[ExecutorRange] = []
         for cid in sorted(self.components):
             comp = self.components[cid]
             result.extend(split_tasks(comp.tasks, comp.parallelism))
         return result
 
-    def component_executors(self, component_id: str) -> list[tuple[int, int]]:
+    def component_executors(self, component_id: str) -> list[ExecutorRange]:
         comp = self.components[component_id]
         return split_tasks(comp.tasks, comp.parallelism)
 
@@ -77,7 +77,7 @@ class TopologyPlan:
         return [t for c in self.components.values() if c.kind == "spout" for t in c.tasks]
 
 
-def split_tasks(tasks: list[int], parallelism: int) -> list[tuple[int, int]]:
+def split_tasks(tasks: list[int], parallelism: int) -> list[ExecutorRange]:
     """Spread a component's tasks over ``parallelism`` executors as contiguous ranges."""
     if not tasks:
         return []
@@ -102,7 +102,7 @@ def acker_count(conf: Mapping[str, Any]) -> int:
 def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: str,
                component_executors: Mapping[str, int] | None = None) -> TopologyPlan:
     """The TopologyPlan of a (validated) topology; ``component_executors`` overrides parallelism."""
-    full_conf = cfg.Config(conf).to_dict()
+    full_conf = conf if isinstance(conf, cfg.Config) else cfg.Config(conf)
     overrides = dict(component_executors or {})
     plans: dict[str, ComponentPlan] = {}
     for cid, (kind, spec) in components(topology).items():
@@ -115,16 +115,19 @@ def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: s
             id=cid, kind=kind, class_name=obj.python_object.class_name, tasks=[],
             streams={sid: StreamDef(tuple(s.output_fields), bool(s.direct)) for sid, s in (common.streams or {}).items()},
             inputs={(g.componentId, g.streamId): grouping for g, grouping in (common.inputs or {}).items()},
-            conf={**full_conf, **comp_conf},
+            conf=full_conf.merged(comp_conf) if comp_conf else full_conf,
             parallelism=min(overrides.get(cid, par), num_tasks),
+            serialized=obj.python_object.serialized or None,
+            is_system=is_system_id(cid), is_framework=is_framework_id(cid),
         )
         plans[cid].tasks = [0] * num_tasks  # numbered below
     ackers = acker_count(full_conf)
     if ackers > 0:
         plans[ACKER_COMPONENT] = ComponentPlan(
             id=ACKER_COMPONENT, kind="bolt", class_name=ACKER_CLASS, tasks=[0] * ackers,
-            streams={ACK_ACK_STREAM: StreamDef(("id", "value"), True), ACK_FAIL_STREAM: StreamDef(("id",), True)},
-            inputs={}, conf=dict(full_conf), parallelism=min(overrides.get(ACKER_COMPONENT, ackers), ackers),
+            streams={ACK_ACK: StreamDef(("id", "value"), True), ACK_FAIL: StreamDef(("id",), True)},
+            inputs={}, conf=full_conf, parallelism=min(overrides.get(ACKER_COMPONENT, ackers), ackers),
+            is_system=True, is_framework=True,
         )
     plan = TopologyPlan(topology_id=topology_id, name=name, conf=full_conf, components=plans)
     next_task = 1

@@ -12,11 +12,11 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.config import ConfigError
+from stormpy.streams import is_system_id
 from stormpy.thrift import storm
 
 # Storm's Utils.DISALLOWED_TOPOLOGY_NAME_STRS; '/' would also break ZooKeeper paths.
 DISALLOWED_NAME_CHARS = ("/", ".", ":", "\\")
-SYSTEM_PREFIX = "__"
 
 
 def invalid(msg: str) -> Exception:
@@ -63,7 +63,7 @@ def component_object(kind: str, spec: Any) -> Any:
 def _check_component(cid: str, kind: str, spec: Any) -> None:
     if not cid:
         raise invalid("component id must not be empty")
-    if cid.startswith(SYSTEM_PREFIX):
+    if is_system_id(cid):
         raise invalid(f"component id {cid!r} is reserved: ids starting with '__' belong to the system")
     if "/" in cid:
         raise invalid(f"component id {cid!r} must not contain '/'")

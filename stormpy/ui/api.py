@@ -13,9 +13,10 @@ import logging
 from typing import Any
 
 from stormpy.config import TOPOLOGY_MESSAGE_TIMEOUT_SECS
+from stormpy.streams import is_framework_id, is_system_id
 from stormpy.thrift import storm
 from stormpy.ui.stats import (ALL_TIME, WINDOWS, aggregate, bolt_stats, components,
-                              executor_stats, input_stats, is_system_id, output_stats, pretty_uptime,
+                              executor_stats, input_stats, output_stats, pretty_uptime,
                               spout_stats, window_hint, window_rows, workers)
 
 log = logging.getLogger(__name__)
@@ -172,9 +173,12 @@ def topology_page(info: Any, topology: Any | None, conf_json: str | None, window
     """``/api/v1/topology/<id>``: totals, per-window table, spouts, bolts, workers, config."""
     comps = components(info, topology)
     errors = last_errors(info)
-    visible = [c for c in comps.values() if include_sys or not is_system_id(c.id)]
-    all_executors = [ex for c in visible for ex in c.executors]
-    spout_executors = [ex for c in visible if c.kind == "spout" for ex in c.executors]
+    # Listed: the user's components (Trident's "$" ones are hidden like "__" ones); counted in
+    # the topology's totals: everything but Storm's "__" system components, as Storm counts.
+    visible = [c for c in comps.values() if include_sys or not is_framework_id(c.id)]
+    counted = [c for c in comps.values() if include_sys or not is_system_id(c.id)]
+    all_executors = [ex for c in counted for ex in c.executors]
+    spout_executors = [ex for c in counted if c.kind == "spout" for ex in c.executors]
     topology_stats = []
     for row_window in WINDOWS:
         everything = aggregate(all_executors, row_window, include_sys)
@@ -215,7 +219,7 @@ def topology_page(info: Any, topology: Any | None, conf_json: str | None, window
         "bolts": bolts,
         "workers": workers(info),
         "componentErrors": {comp: [error_json(e, now_secs) for e in errs] for comp, errs in sorted(errors.items())
-                            if errs and (include_sys or not is_system_id(comp))},
+                            if errs and (include_sys or not is_framework_id(comp))},
         "configuration": conf,
     }
 

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormpy.streams import is_system_id
+
 ALL_TIME = ":all-time"
 WINDOWS: tuple[str, ...] = ("600", "10800", "86400", ALL_TIME)
 WINDOW_SECS: dict[str, int] = {"600": 600, "10800": 10800, "86400": 86400}
@@ -47,11 +49,6 @@ def window_hint(window: str) -> str:
 
 def _ms(value: float) -> str:
     return f"{value:.3f}"
-
-
-def is_system_id(name: str) -> bool:
-    """Storm's rule: ids starting with ``__`` are system streams/components (acker, ticks)."""
-    return name.startswith("__")
 
 
 # ---------------------------------------------------------------- stats aggregation

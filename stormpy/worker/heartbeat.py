@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from stormpy.thrift import storm
+from stormpy.topology.plan import ExecutorRange
 
 log = logging.getLogger(__name__)
 
-Executor = tuple[int, int]
 
 
 class Heart:
@@ -66,11 +66,11 @@ class Heart:
             self._thread.join(timeout_secs)
 
 
-def executor_infos(executors: Iterable[Executor]) -> list[Any]:
+def executor_infos(executors: Iterable[ExecutorRange]) -> list[Any]:
     return [storm.ExecutorInfo(task_start=s, task_end=e) for s, e in sorted(executors)]
 
 
-def local_heartbeat(topology_id: str, executors: Iterable[Executor], port: int) -> Any:
+def local_heartbeat(topology_id: str, executors: Iterable[ExecutorRange], port: int) -> Any:
     """The heartbeat the supervisor reads; the time is this host's wall clock, as the supervisor's."""
     return storm.LSWorkerHeartbeat(time_secs=int(time.time()), topology_id=topology_id,
                                    executors=executor_infos(executors), port=port, pid=os.getpid())

@@ -53,7 +53,14 @@ class Receiver(Protocol):
 
     def receive(self, task_id: int, messages: list) -> None: ...
 
-    def is_overloaded(self) -> bool: ...
+    def is_locally_overloaded(self) -> bool:
+        """Whether this worker's OWN receivers are over their high watermark.
+
+        Not ``is_overloaded()``, which is also true while a *remote* worker signalled
+        backpressure: telling peers that would echo the signal back and forth and latch every
+        spout off.
+        """
+        ...
 
     def set_remote_backpressure(self, on: bool) -> None: ...
 
@@ -331,7 +338,7 @@ class ZmqTransfer:
 
     def _check_backpressure(self, packer: msgpack.Packer, now: float) -> None:
         runtime = self._runtime
-        overloaded = _locally_overloaded(runtime) if runtime is not None else False
+        overloaded = runtime.is_locally_overloaded() if runtime is not None else False
         due = overloaded and now - self._bp_sent_at >= self._bp_refresh
         if overloaded != self._bp_sent_state or due:
             frame = packer.pack([[CONTROL_TASK, [[BACKPRESSURE, self.host, self.port, overloaded]]]])
@@ -422,23 +429,6 @@ class ZmqTransfer:
         if n <= 10 or n % 1000 == 0:
             log.warning("transfer: dropped a malformed frame of %d bytes (%s; %d so far)",
                         len(frame), exc, n)
-
-
-def _locally_overloaded(runtime: Receiver) -> bool:
-    """Whether this worker's own receive queues are over their high watermark.
-
-    ``WorkerRuntime.is_overloaded()`` also answers True while a *remote* worker signalled
-    backpressure; telling peers that would echo the signal back and forth and latch every
-    spout off. So ask the executors (``runtime.executors[...].overloaded``) when the runtime
-    has them, and fall back to ``is_overloaded()`` for simpler receivers.
-    """
-    executors = getattr(runtime, "executors", None)
-    if isinstance(executors, dict):
-        plan = getattr(runtime, "plan", None)
-        if plan is not None and not plan.conf.get("topology.backpressure.enable", True):
-            return False
-        return any(getattr(e, "overloaded", False) for e in executors.values())
-    return bool(runtime.is_overloaded())
 
 
 class _Stop:

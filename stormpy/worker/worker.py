@@ -32,19 +32,18 @@ from stormpy import config as C
 from stormpy.serialization import from_conf
 from stormpy import disk_layout
 from stormpy.thrift import storm
+from stormpy.topology.plan import ExecutorRange
 from stormpy.worker.heartbeat import ErrorReporter, Heart, cluster_heartbeat, local_heartbeat
 from stormpy.worker.transfer import ZmqTransfer
 
 log = logging.getLogger(__name__)
-
-Executor = tuple[int, int]
 
 
 class WorkerStartError(Exception):
     """The worker cannot run (no assignment for its port, code missing); it exits non-zero."""
 
 
-def my_executors(assignment: Any, supervisor_id: str, port: int) -> list[Executor]:
+def my_executors(assignment: Any, supervisor_id: str, port: int) -> list[ExecutorRange]:
     """The executors an assignment places on (this supervisor, this port)."""
     found = []
     for executor, node_port in (assignment.executor_node_port or {}).items():
@@ -77,7 +76,7 @@ class Worker:
         self.worker_id = worker_id
         self.local_dir = self.conf[C.STORM_LOCAL_DIR]
         self.started_at = time.time()
-        self.executors: list[Executor] = []
+        self.executors: list[ExecutorRange] = []
         self.host = self.conf[C.STORM_LOCAL_HOSTNAME] or socket.gethostname()
         self.state: Any = None
         self.transactional_state: Any = None
@@ -228,7 +227,7 @@ class Worker:
             watch.stop()
         if self.runtime is not None:
             try:
-                self.runtime.stop(drain_secs)
+                self.runtime.stop(drain_secs, reason=f"worker stopping: {reason}")
             except Exception:  # noqa: BLE001 - keep shutting the rest down
                 log.exception("runtime did not stop cleanly")
         if self.transfer is not None:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import random
 
-from stormpy.acker.ledger import ACKED, FAILED, Ledger, RotatingMap
+from stormpy.acker.ledger import ACKED, FAILED, Ledger
+from stormpy.rotating_map import RotatingMap
 
 
 def test_seed_tree_example_completes_only_on_last_leaf() -> None:

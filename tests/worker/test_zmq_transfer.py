@@ -39,6 +39,9 @@ class CollectingRuntime:
     def is_overloaded(self) -> bool:
         return self.overloaded
 
+    def is_locally_overloaded(self) -> bool:
+        return self.overloaded
+
     def set_remote_backpressure(self, on: bool) -> None:
         self.remote_bp.append(on)
 

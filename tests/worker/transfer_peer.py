@@ -24,6 +24,9 @@ class EchoRuntime:
     def is_overloaded(self) -> bool:
         return os.path.exists(self.flag)
 
+    def is_locally_overloaded(self) -> bool:
+        return os.path.exists(self.flag)
+
     def set_remote_backpressure(self, on: bool) -> None:
         print(f"BP {on}", flush=True)
 

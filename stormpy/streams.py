@@ -1,0 +1,52 @@
+"""Every system component and stream name, defined once (Storm's ``Constants`` and Trident's).
+
+Storm reserves ids starting with ``__`` for the system: the acker bolt, the tick source and the
+acker's streams. Trident's framework components and streams start with ``$`` (the master batch
+coordinator ``$mastercoord-bg0``, its ``$batch``/``$commit``/``$success`` streams, and the
+``$coord-<stream>`` direct streams that tell each downstream task how many tuples of a batch it
+was sent). Both kinds are *framework* components: the UI hides them unless asked, and
+``ComponentPlan.is_framework`` says so. Only ``__`` ids are *system* ids in Storm's sense
+(``Utils.isSystemId``): they are left out of the counts Storm leaves them out of, while the
+``$`` components of Trident are counted like user components.
+
+Pure constants and predicates: imported by the DSL, the plan, the executors, the acker, Nimbus
+and the UI alike, so it imports nothing from stormpy.
+"""
+from __future__ import annotations
+
+DEFAULT_STREAM = "default"
+
+# ---------------------------------------------------------------- Storm (reserved "__")
+SYSTEM_PREFIX = "__"
+ACKER_COMPONENT = "__acker"
+ACKER_CLASS = "stormpy.acker.bolt:AckerBolt"
+SYSTEM_COMPONENT = "__system"        # the source of tick tuples
+ACK_INIT = "__ack_init"              # spout -> acker: [root, xor of edges, spout task]
+ACK_ACK = "__ack_ack"                # bolt -> acker: [root, xor]; acker -> spout: [root]
+ACK_FAIL = "__ack_fail"              # bolt -> acker, acker -> spout: [root]
+TICK = "__tick"
+HEARTBEAT = "__heartbeat"            # pystorm's heartbeat stream (stormpy never sends one)
+ACKER_STREAMS = frozenset({ACK_INIT, ACK_ACK, ACK_FAIL})
+
+# ---------------------------------------------------------------- Trident (framework "$")
+FRAMEWORK_PREFIX = "$"
+MASTER_COORDINATOR = "$mastercoord-bg0"
+BATCH_STREAM = "$batch"
+COMMIT_STREAM = "$commit"
+SUCCESS_STREAM = "$success"
+COORD_STREAM_PREFIX = "$coord-"
+
+
+def coord_stream(stream: str) -> str:
+    """The direct stream carrying "I sent you N tuples of this batch" for ``stream``."""
+    return COORD_STREAM_PREFIX + stream
+
+
+def is_system_id(name: str) -> bool:
+    """Storm's ``Utils.isSystemId``: a ``__`` component or stream (acker, ticks)."""
+    return name.startswith(SYSTEM_PREFIX)
+
+
+def is_framework_id(name: str) -> bool:
+    """A component or stream the framework made (``__`` system or ``$`` Trident), not the user."""
+    return name.startswith(SYSTEM_PREFIX) or name.startswith(FRAMEWORK_PREFIX)

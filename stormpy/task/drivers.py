@@ -1,0 +1,211 @@
+"""Drivers: how a bolt executor feeds received batches to one bolt task.
+
+The component chooses its driver (``Bolt.make_driver(task)``), so the executor needs no
+probes of the component for framework behaviour. Three drivers exist:
+
+- :class:`TupleDriver` (every ``Bolt``): one ``Tuple`` per message, ``process(tup)`` per
+  tuple, then auto-ack (``auto_ack``) — the per-tuple hot path.
+- :class:`BatchingDriver` (``BatchingBolt`` and its subclasses): the same loop, but acks are
+  the bolt's business (after ``process_batch``); ``pending()`` lists the tuples waiting in
+  batches and ``before_close()`` runs them.
+- :class:`RawBatchDriver` (framework bolts: the acker, Trident's bolts): the whole batch of
+  raw messages ``(stream, src_task, values, anchors)`` goes to one function. The bolt may
+  keep messages, ack or fail them later (``Bolt.ack_message`` / ``Bolt.fail_message``) and
+  emit anchored to them (``emit(..., anchors=[message, ...])``).
+
+Every driver has ``on_messages(messages)``, ``pending()`` and ``before_close()``; all run on
+the executor thread. An exception out of ``on_messages`` crashes the task (the executor
+reports it, fails ``pending()`` and re-creates the component); messages not yet handled are
+kept in ``task.backlog`` for the new instance.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from stormpy.task.tuple import ReceivedTuple
+
+log = logging.getLogger(__name__)
+
+_tuple_new = tuple.__new__
+_new_tuple = ReceivedTuple
+
+
+class Driver:
+    """Base: what a bolt executor calls for one task. Subclasses define ``on_messages``."""
+
+    #: Named in crash reports ("component x task 3 raised in process").
+    where = "process"
+
+    def on_messages(self, messages: list[Any]) -> None:
+        """Handle one received batch of ``(stream, src_task, values, anchors)`` messages."""
+        raise NotImplementedError
+
+    def pending(self) -> list[Any]:
+        """Tuples (or raw messages) the task holds unacked beyond ``held``: failed on a crash."""
+        return []
+
+    def before_close(self) -> None:
+        """Hand over held-back work now (drain at shutdown, before ``close``)."""
+
+
+class TupleDriver(Driver):
+    """One Tuple and one ``process`` call per message; acks combined per tuple-tree root.
+
+    No locks and no per-tuple queue operations: per message one Tuple and, with ``auto_ack``,
+    an XOR into a local run (consecutive tuples of one tree, like a sentence's words, combine
+    without touching the executor's ``pending_acks`` dict).
+    """
+
+    def __init__(self, task: Any, component: Any, auto_ack: bool | None = None) -> None:
+        self.task = task
+        self.executor = task.executor
+        self.process = component.process
+        self.auto_ack = bool(component.auto_ack) if auto_ack is None else auto_ack
+
+    def on_messages(self, messages: list[Any]) -> None:
+        task = self.task
+        ex = self.executor
+        by_stream = ex.by_stream
+        single = ex.single_stream
+        process = self.process
+        auto_ack = self.auto_ack
+        held = task.held
+        pending = ex.pending_acks
+        stats = ex.stats
+        ackers = ex.num_ackers
+        now = time.monotonic()
+        sample = ex.sample_countdown
+        index = 0
+        # executed/acked are counted per run of equal stats keys, not per tuple
+        cur_key: Any = None
+        n_exec = n_ack = 0
+        run_root: int | None = None
+        run_val = 0
+        # A batch usually comes from one source task on one stream: the lookup of component,
+        # values class and stats key is redone only when (src, stream) changes.
+        last_src: Any = None
+        last_stream: Any = None
+        component_id: Any = None
+        cls: Any = None
+        skey: Any = None
+        try:
+            for index, message in enumerate(messages):
+                stream, src, values, anchors = message
+                if src != last_src or stream != last_stream:
+                    fast = single.get(src)
+                    if fast is not None and fast[0] == stream:
+                        _stream, component_id, cls, skey = fast
+                    else:
+                        by_src = by_stream.get(stream)
+                        info = by_src.get(src) if by_src is not None else None
+                        if info is None:
+                            last_src = None  # the locals above no longer match last_src
+                            ex.on_system_message(task, message)
+                            continue
+                        component_id, cls, skey = info
+                    last_src, last_stream = src, stream
+                    if skey is not cur_key:
+                        ex.count(cur_key, n_exec, n_ack)
+                        cur_key, n_exec, n_ack = skey, 0, 0
+                tup = _new_tuple(component_id, stream, src, _tuple_new(cls, values), anchors, skey)
+                task.current = tup
+                sample -= 1
+                if sample:
+                    process(tup)
+                else:
+                    sample = ex.settings.sample_every
+                    start = time.monotonic()
+                    tup._recv = now
+                    process(tup)
+                    stats.add_latency(stats.execute_ms, skey, (time.monotonic() - start) * 1000.0)
+                n_exec += 1
+                if tup._done:
+                    continue
+                if auto_ack:
+                    tup._done = True
+                    n_ack += 1
+                    if anchors is not None and ackers:
+                        val = tup._ack_val
+                        if len(anchors) == 1:
+                            # One root (the common case): no items() iterator. Consecutive
+                            # tuples of one tree (a sentence's words) combine in locals; the
+                            # dict is touched when the root changes.
+                            (root,) = anchors
+                            if root == run_root:
+                                run_val ^= anchors[root] ^ val
+                            else:
+                                if run_root is not None:
+                                    pending[run_root] = pending.get(run_root, 0) ^ run_val
+                                run_root, run_val = root, anchors[root] ^ val
+                        else:
+                            for root, edge in anchors.items():
+                                if root == run_root:
+                                    run_val ^= edge ^ val
+                                else:
+                                    if run_root is not None:
+                                        pending[run_root] = pending.get(run_root, 0) ^ run_val
+                                    run_root, run_val = root, edge ^ val
+                    if tup._recv:
+                        stats.add_latency(stats.process_ms, skey, (time.monotonic() - now) * 1000.0)
+                else:
+                    held[id(tup)] = tup
+            task.current = None
+        except Exception:
+            rest = messages[index + 1:]
+            if rest:
+                task.backlog.append(rest)
+            raise
+        finally:
+            if run_root is not None:
+                pending[run_root] = pending.get(run_root, 0) ^ run_val
+            ex.sample_countdown = sample
+            ex.count(cur_key, n_exec, n_ack)
+
+
+class BatchingDriver(TupleDriver):
+    """For ``BatchingBolt``: tuples wait in the bolt's batches and are acked after ``process_batch``."""
+
+    def __init__(self, task: Any, component: Any) -> None:
+        super().__init__(task, component, auto_ack=False)
+        self.component = component
+
+    def pending(self) -> list[Any]:
+        return self.component.pending_tuples()
+
+    def before_close(self) -> None:
+        self.component.flush_batches()
+
+
+class RawBatchDriver(Driver):
+    """Whole batches of raw messages to ``on_batch(messages)``, for framework bolts.
+
+    What the bolt may do with a message ``m = (stream, src_task, values, anchors)`` it got:
+
+    - keep it, and later ``ack_message(m)`` (its tree edges are settled, with every edge
+      emitted anchored to it) or ``fail_message(m)`` (its trees fail at once); a message
+      neither acked nor failed times its trees out, as an unacked Tuple would;
+    - emit anchored to any number of kept messages: ``emit(values, stream=s,
+      anchors=[m1, m2, ...], direct_task=t)``; each new edge joins the executor's combined
+      acks at once (a raw message keeps no ack value of its own);
+    - list what it holds in ``pending`` (failed if the task crashes) and flush held-back work
+      in ``before_close``.
+    """
+
+    where = "process_messages"
+
+    def __init__(self, on_batch: Callable[[list[Any]], None],
+                 pending: Callable[[], list[Any]] | None = None,
+                 before_close: Callable[[], None] | None = None) -> None:
+        self.on_messages = on_batch  # type: ignore[method-assign]
+        self._pending = pending
+        self._before_close = before_close
+
+    def pending(self) -> list[Any]:
+        return self._pending() if self._pending is not None else []
+
+    def before_close(self) -> None:
+        if self._before_close is not None:
+            self._before_close()
