@@ -141,6 +141,7 @@ UI_PORT = _key("ui.port", 8080, int, "UI port.")
 SPARK_MASTER = _key("spark.master", "local[*]", str, "Spark master URL; sc://host:port for Spark Connect.")
 SPARK_SINK_BATCH_SIZE = _key("spark.sink.batch.size", 10000, int, "Rows per batch handed to Spark.")
 SPARK_SINK_BATCH_SECS = _key("spark.sink.batch.secs", 5, (int, float), "Hand a partial batch to Spark after this long.")
+SPARK_SINK_MAX_INFLIGHT_BATCHES = _key("spark.sink.max.inflight.batches", 2, int, "Batches a sink task hands to its Spark writer thread before it waits (0: write on the executor thread).")
 # Writer keys default to None so that a SparkSinkBolt subclass's class attributes apply unless set here.
 SPARK_SINK_FORMAT = _key("spark.sink.format", None, str, "Built-in writer format: parquet (default), json, csv, orc.")
 SPARK_SINK_PATH = _key("spark.sink.path", None, str, "Directory the built-in writer appends each batch to.")
