@@ -35,7 +35,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from stormpy.config import ConfigError
-from stormpy.spark.convert import BatchConversionError, RowConverter, parse_schema
+from stormpy.spark.convert import ArrowHandover, BatchConversionError, RowConverter, parse_schema
 from stormpy.spark.inflight import BackgroundWriter, InFlight
 from stormpy.spark.session import acquire_session, release_session
 from stormpy.spark.settings import SinkSettings, sink_settings
@@ -93,6 +93,7 @@ class SparkSinkBolt(BatchingBolt):
         self._converters: dict[Hashable, RowConverter] = {}
         self._opened: dict[Hashable, float] = {}  # batch key -> when its first tuple arrived
         self._spark: Any = None
+        self._handover: ArrowHandover | None = None
         self._schema: Any = None
         self.last_batch_id = 0
         for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total", "inflight_batches",
@@ -203,7 +204,7 @@ class SparkSinkBolt(BatchingBolt):
         started = time.monotonic()
         try:
             converter = self._converter(key, tups[0])
-            df = converter.to_dataframe(spark, [tup.values for tup in tups])
+            df = converter.to_dataframe(spark, [tup.values for tup in tups], self._handover)
         except BatchConversionError as exc:
             raise SinkBatchError(f"task {self._task_id}: batch {batch_id} ({len(tups)} tuples from "
                                  f"{_stream_name(key)}) was not written, its tuples fail: {exc}") from None
@@ -228,9 +229,7 @@ class SparkSinkBolt(BatchingBolt):
             error = item.error
             if error is None:
                 self._count_success(len(tups), item.result, batch_id)
-                for tup in tups:
-                    if not tup._done:
-                        self.ack(tup)
+                self.ack_many(tups)
                 continue
             self._count_failure(len(tups))
             self.logger.error("batch %d failed for %s (%d tuples): %s", batch_id, _stream_name(key), len(tups), error)
@@ -281,7 +280,7 @@ class SparkSinkBolt(BatchingBolt):
             spark = self.spark()
             convert_started = time.monotonic()
             converter = self._converter(key, tups[0])
-            df = converter.to_dataframe(spark, [tup.values for tup in tups])
+            df = converter.to_dataframe(spark, [tup.values for tup in tups], self._handover)
             self.handle_batch(spark, df, batch_id)
         except BatchConversionError as exc:
             self._count_failure(len(tups))
@@ -330,6 +329,7 @@ class SparkSinkBolt(BatchingBolt):
         if self._spark is None:
             started = time.monotonic()
             self._spark = acquire_session(self._stormconf)
+            self._handover = ArrowHandover(self._spark)
             self.metrics.set("spark_session_start_secs", round(time.monotonic() - started, 3))
         return self._spark
 
