@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stormpy.cluster_state.transactional import MemoryTransactionalState
-from stormpy.config import Config
+from stormpy.config import Config, warn_unknown_keys
 from stormpy.errors import UserError
 from stormpy.local.transfer import LocalTransfer
 from stormpy.signals import StopOnSignals
@@ -63,6 +63,7 @@ class LocalTopology:
         try:
             validate_topology_name(name)
             topology_conf = topology_config(topology_cls)
+            warn_unknown_keys(topology_conf, log)
             self.conf = merged_conf(conf, topology_conf, user_overrides)
             self.conf["topology.name"] = name
             topology = compile_topology(topology_cls, self.conf)

@@ -116,7 +116,8 @@ class NimbusHandler:
         supervisors = [
             storm.SupervisorSummary(host=info.hostname, uptime_secs=int(info.uptime_secs or 0),
                                     num_workers=len(info.meta or []), num_used_workers=len(used.get(sid, ())),
-                                    supervisor_id=sid)
+                                    supervisor_id=sid, version=info.version,
+                                    logviewer_port=info.logviewer_port)
             for sid, info in sorted(state.supervisors().items())]
         topologies = []
         for topology_id, base in sorted(state.storm_bases().items()):

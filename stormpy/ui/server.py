@@ -26,7 +26,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from thriftpy2.transport import TTransportException
 
 import stormpy
-from stormpy.config import NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOG_DIR, UI_HOST, UI_PORT, Config
+from stormpy.config import NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT, Config
+from stormpy.daemon_guard import local_dir_lock
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.signals import StopOnSignals
@@ -372,6 +373,11 @@ def make_server(conf: Config, host: str, port: int, connect: Connect | None = No
 
 def run_ui(conf: Config) -> int:
     """``stormpy ui``: serve on ui.host:ui.port until SIGTERM or Ctrl-C, then exit 0."""
+    with local_dir_lock(conf[STORM_LOCAL_DIR], "ui"):    # two UIs would share ui.log
+        return _run_ui(conf)
+
+
+def _run_ui(conf: Config) -> int:
     log_path = add_file_log(daemon_log_path(conf[STORM_LOG_DIR], "ui"))
     host, port = conf[UI_HOST], conf[UI_PORT]
     try:
