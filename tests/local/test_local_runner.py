@@ -143,3 +143,14 @@ def test_component_that_crash_loops_fails_the_run_and_healthy_ones_are_not_blame
     assert errors[0].startswith("stormpy local: error: component looping crash-looped the whole run: ")
     assert "KeyError: 'missing-field'" in errors[0]
     assert not any("component good" in line or "component sink" in line for line in proc.lines)
+
+
+def test_readme_writing_a_topology_example_runs_as_written(run_local, tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    code = readme.split("## Writing a topology", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    topo = tmp_path / "my_wordcount.py"
+    topo.write_text(code)
+    proc = run_local(str(topo), "--duration", "3")
+    assert proc.wait(90) == 0, "\n".join(proc.lines)
+    final = [line for line in proc.lines if line.startswith("[") and "spout tuples emitted=" in line][-1]
+    assert "acked=0 " not in final and proc.lines[-1] == "stormpy local: no component reported an error"
