@@ -192,6 +192,8 @@ struct SupervisorSummary {
   3: required i32 num_workers;
   4: required i32 num_used_workers;
   5: optional string supervisor_id;
+  6: optional string version;
+  20: optional i32 logviewer_port;         // stormpy: where `stormpy logs` reads this supervisor's worker logs
 }
 
 struct NimbusSummary {
@@ -267,6 +269,7 @@ struct SupervisorInfo {
   6: optional map<string, string> scheduler_meta;
   7: optional i64 uptime_secs;
   8: optional string version;
+  20: optional i32 logviewer_port;         // stormpy: the supervisor's log viewer (logviewer.port), 0 = none
 }
 
 // /workerbeats/<topology-id>/<node>-<port>

@@ -239,3 +239,49 @@ def topology_keys(conf: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a config that travels with a topology: everything except daemon-only keys."""
     daemon_prefixes = ("nimbus.", "supervisor.", "ui.", "dev.zookeeper.")
     return {k: v for k, v in conf.items() if not k.startswith(daemon_prefixes)}
+
+
+# ---------------------------------------------------------------- operations: log viewer, retention, key checks
+LOGVIEWER_PORT = _key("logviewer.port", 8000, int, "Port of the supervisor's log viewer (worker logs over HTTP, `stormpy logs`).")
+LOGVIEWER_CLEANUP_AGE_MINS = _key("logviewer.cleanup.age.mins", 10080, int, "Delete worker log dirs of topologies gone this long.")
+LOGVIEWER_CLEANUP_INTERVAL_SECS = _key("logviewer.cleanup.interval.secs", 600, int, "How often the supervisor looks for old worker logs.")
+WORKER_LOG_MAX_BYTES = _key("worker.log.max.bytes", 100 * 1024 * 1024, int, "worker.log rotates at this size (5 old files kept).")
+
+#: Namespaces whose keys are all declared above: an unknown one there is most likely a typo.
+#: ``spark.*`` is checked only under ``spark.sink.``: other spark keys go to the SparkSession builder.
+CHECKED_NAMESPACES = ("storm.", "nimbus.", "supervisor.", "worker.", "topology.", "ui.", "transactional.",
+                      "spark.sink.", "logviewer.", "dev.")
+#: Storm keys read from component configs but without a global default.
+KNOWN_UNDECLARED = frozenset({"topology.tasks"})
+_warned: set[str] = set()
+
+
+def unknown_keys(values: Iterable[str]) -> list[tuple[str, str | None]]:
+    """``(key, closest known key or None)`` for each key in a checked namespace that is not declared."""
+    import difflib
+
+    known = sorted(set(KEYS) | KNOWN_UNDECLARED)
+    found = []
+    for name in values:
+        if isinstance(name, str) and name.startswith(CHECKED_NAMESPACES) and name not in KEYS \
+                and name not in KNOWN_UNDECLARED:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            found.append((name, close[0] if close else None))
+    return found
+
+
+def warn_unknown_keys(values: Iterable[str], logger: Any = None) -> list[str]:
+    """Log one warning per unknown key (once per process), naming the closest known key; returns
+    the warning texts. User keys outside the checked namespaces stay silent."""
+    import logging
+
+    logger = logger or logging.getLogger(__name__)
+    texts = []
+    for name, close in unknown_keys(values):
+        if name in _warned:
+            continue
+        _warned.add(name)
+        text = f"unknown config key {name!r}" + (f" (did you mean {close}?)" if close else "")
+        logger.warning("%s", text)
+        texts.append(text)
+    return texts

@@ -79,6 +79,7 @@ def topology_conf(topology_cls: type, topology_file: Path, workers: int | None,
     from stormpy.topology.compile import topology_config
 
     conf = topology_config(topology_cls)
+    cfg.warn_unknown_keys(conf, log)       # the topology's own config; -c keys were checked by the CLI
     if workers is not None:
         conf[cfg.TOPOLOGY_WORKERS.name] = workers
     conf.update(user_overrides)

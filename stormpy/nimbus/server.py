@@ -13,6 +13,7 @@ Threads: one accept thread ("nimbus-thrift"), one thread per connection.
 """
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import struct
@@ -92,7 +93,22 @@ class NimbusHandler:
         conf = self.files.read_conf_json(topology_id)
         if conf is None:
             raise not_alive(id)
-        return conf
+        return self._with_rebalanced_workers(topology_id, conf)
+
+    def _with_rebalanced_workers(self, topology_id: str, conf_json: str) -> str:
+        """The stored conf is the one submitted; ``rebalance -n`` changes the StormBase's worker
+        count, which is what runs: show that as ``topology.workers``."""
+        base = self.nimbus.state.storm_base(topology_id)
+        if base is None or not base.num_workers:
+            return conf_json
+        try:
+            conf = json.loads(conf_json)
+        except ValueError:
+            return conf_json
+        if not isinstance(conf, dict) or conf.get("topology.workers") == base.num_workers:
+            return conf_json
+        conf["topology.workers"] = base.num_workers
+        return json.dumps(conf)
 
     def getTopology(self, id: str) -> Any:  # noqa: A002
         return self.nimbus.topology_code(self._existing_id(id))[0]
@@ -116,7 +132,8 @@ class NimbusHandler:
         supervisors = [
             storm.SupervisorSummary(host=info.hostname, uptime_secs=int(info.uptime_secs or 0),
                                     num_workers=len(info.meta or []), num_used_workers=len(used.get(sid, ())),
-                                    supervisor_id=sid)
+                                    supervisor_id=sid, version=info.version,
+                                    logviewer_port=info.logviewer_port)
             for sid, info in sorted(state.supervisors().items())]
         topologies = []
         for topology_id, base in sorted(state.storm_bases().items()):
