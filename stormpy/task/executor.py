@@ -19,6 +19,7 @@ What every executor shares (the spout and bolt executors add their loops):
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 import time
 import traceback
@@ -286,8 +287,14 @@ class Executor:
             log.exception("executor %s: reporting an error failed", self.name)
 
     def _new_component(self, task: TaskBase) -> Component:
-        cls = load_component_class(self.comp_plan.class_name)
-        component = cls()
+        serialized = self.comp_plan.serialized
+        if serialized:
+            # A component instance shipped inside the topology (Trident's framework bolts carry
+            # the user's functions this way): a fresh copy per task and per restart.
+            component = pickle.loads(serialized)
+        else:
+            cls = load_component_class(self.comp_plan.class_name)
+            component = cls()
         component._attach(task, self.component_id, task.task_id)
         self.stats.metric_sources.append(component.metrics)
         return component

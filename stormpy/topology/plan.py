@@ -41,6 +41,7 @@ class ComponentPlan:
     inputs: dict[tuple[str, str], Any]   # (component, stream) -> storm.Grouping
     conf: dict[str, Any]           # topology conf <- component conf
     parallelism: int               # executors
+    serialized: bytes | None = None    # a pickled component instance (framework components)
 
     @property
     def is_system(self) -> bool:
@@ -117,6 +118,7 @@ def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: s
             inputs={(g.componentId, g.streamId): grouping for g, grouping in (common.inputs or {}).items()},
             conf={**full_conf, **comp_conf},
             parallelism=min(overrides.get(cid, par), num_tasks),
+            serialized=obj.python_object.serialized or None,
         )
         plans[cid].tasks = [0] * num_tasks  # numbered below
     ackers = acker_count(full_conf)
