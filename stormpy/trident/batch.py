@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
-_FAILED_KEEP = 1024
+_CLOSED_KEEP = 1024
 
 
 class Port(Protocol):
@@ -79,14 +79,14 @@ class BatchCore:
         self.name = name
         self.batches: dict[int, TrackedBatch] = {}
         self.awaiting_commit: dict[int, TrackedBatch] = {}
-        self.failed: dict[int, int] = {}       # txid -> highest attempt that failed here
+        self.closed: dict[int, int] = {}       # txid -> highest attempt completed or failed here
         self.stats = Counter()
 
     # ------------------------------------------------------------ attempts
     def _batch(self, tx: Any) -> TrackedBatch | None:
         """The live batch for ``tx`` (created on first sight), or None for a stale attempt."""
         txid, attempt = int(tx[0]), int(tx[1])
-        if self.failed.get(txid, -1) >= attempt:
+        if self.closed.get(txid, -1) >= attempt:
             return None
         batch = self.batches.get(txid)
         if batch is not None:
@@ -120,10 +120,7 @@ class BatchCore:
         self.stats["batches.failed"] += 1
         self.batches.pop(batch.txid, None)
         self.awaiting_commit.pop(batch.txid, None)
-        self.failed[batch.txid] = max(batch.attempt, self.failed.get(batch.txid, -1))
-        if len(self.failed) > _FAILED_KEEP:
-            for txid in sorted(self.failed)[:len(self.failed) - _FAILED_KEEP]:
-                del self.failed[txid]
+        self._close(batch)
         for handle in batch.handles:
             self.port.fail(handle)
         batch.handles = []
@@ -198,8 +195,8 @@ class BatchCore:
 
     def on_success(self, tx: Any, handle: Any) -> None:
         txid = int(tx[0])
-        for old in [t for t in self.failed if t <= txid]:
-            del self.failed[old]
+        for old in [t for t in self.closed if t < txid]:
+            del self.closed[old]
         if self.source is not None:
             try:
                 self.source.success(txid)
@@ -214,8 +211,16 @@ class BatchCore:
                 and self.expected_reports:
             self._complete(batch)
 
+    def _close(self, batch: TrackedBatch) -> None:
+        """Later tuples of this attempt (or older ones) are stale from now on."""
+        self.closed[batch.txid] = max(batch.attempt, self.closed.get(batch.txid, -1))
+        if len(self.closed) > _CLOSED_KEEP:
+            for txid in sorted(self.closed)[:len(self.closed) - _CLOSED_KEEP]:
+                del self.closed[txid]
+
     def _complete(self, batch: TrackedBatch) -> None:
         self.batches.pop(batch.txid, None)
+        self._close(batch)
         handles, batch.handles = batch.handles, []
         if self.defer_finish:
             self.awaiting_commit[batch.txid] = batch
