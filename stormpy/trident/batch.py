@@ -62,13 +62,15 @@ class TrackedBatch:
 class BatchCore:
     """Tracks this task's batches and drives its group runtime (see module docstring).
 
-    ``out_coord``: (data stream, coordination stream, downstream task ids) per output stream.
+    ``out_coord``: (data stream, coordination stream, downstream task ids, at commit?) per output
+    stream; in a group holding state, streams produced by or after a persist ("at commit") are
+    finished and counted at ``$commit``, the others at batch completion.
     ``runtime``: a GroupRuntime (``feed``, ``emit_spout``, ``finish``, ``discard``).
     ``source``: the spout source of a spout group (``emit``, ``commit``, ``success``), else None.
     """
 
     def __init__(self, runtime: Any, port: Port, expected_reports: int,
-                 out_coord: list[tuple[str, str, list[int]]], defer_finish: bool = False,
+                 out_coord: list[tuple[str, str, list[int], bool]], defer_finish: bool = False,
                  source: Any = None, name: str = "trident") -> None:
         self.runtime = runtime
         self.port = port
@@ -179,7 +181,7 @@ class BatchCore:
                 self.port.fail(handle)
                 return
             del self.awaiting_commit[txid]
-            if not self._finish(batch, anchors, handle):
+            if not self._finish(batch, anchors, handle, "commit"):
                 return
         if self.source is not None:
             try:
@@ -222,26 +224,31 @@ class BatchCore:
         self.batches.pop(batch.txid, None)
         self._close(batch)
         handles, batch.handles = batch.handles, []
+        batch.handles = handles
         if self.defer_finish:
+            if not self._finish(batch, handles, None, "batch"):
+                return
+            batch.handles = []
             self.awaiting_commit[batch.txid] = batch
             for handle in handles:
                 self.port.ack(handle)
             return
-        batch.handles = handles
         if self._finish(batch, handles, None):
             for handle in handles:
                 self.port.ack(handle)
 
-    def _finish(self, batch: TrackedBatch, anchors: list[Any], extra: Any) -> bool:
-        """Finish the group for ``batch`` and tell every downstream task what it was sent."""
+    def _finish(self, batch: TrackedBatch, anchors: list[Any], extra: Any, phase: str | None = None) -> bool:
+        """Finish the group (or one phase of it) for ``batch``; tell downstream tasks what they got."""
         try:
-            self.runtime.finish(batch)
+            self.runtime.finish(batch, phase)
         except Exception as exc:
             self._fail(batch, exc, "finish_batch", extra)
             return False
         emit_coord = self.port.emit_coord
         sent = batch.sent
-        for stream, coord, tasks in self.out_coord:
+        for stream, coord, tasks, late in self.out_coord:
+            if phase is not None and late != (phase == "commit"):
+                continue
             for task in tasks:
                 emit_coord(coord, task, [batch.tx, sent.get((stream, task), 0)], anchors)
         self.stats["batches.finished"] += 1

@@ -42,10 +42,10 @@ class TridentBolt(Bolt):
     auto_anchor = False
 
     def __init__(self, spec: GroupSpec, inputs: list[tuple[str, str]],
-                 outputs: list[tuple[str, tuple[str, ...]]]) -> None:
+                 outputs: list[tuple[str, bool]]) -> None:
         self.spec = spec
         self.inputs = inputs          # (source component, data stream) of every input
-        self.spec_outputs = outputs   # (data stream, fields) of every output
+        self.spec_outputs = outputs   # (data stream, produced at commit time?) of every output
         self.core: BatchCore | None = None
         self.runtime: GroupRuntime | None = None
         self.source: Any = None
@@ -55,10 +55,10 @@ class TridentBolt(Bolt):
         index, count = context.task_index, len(context.component_tasks)
         expected = sum(len(context.get_component_tasks(source)) for source, _stream in self.inputs)
         out_coord = []
-        for stream in self._output_streams(context):
+        for stream, late in self.spec_outputs:
             coord = coord_stream(stream)
             tasks = sorted({t for target, _g in context.get_targets(coord) for t in context.get_component_tasks(target)})
-            out_coord.append((stream, coord, tasks))
+            out_coord.append((stream, coord, tasks, late))
         spec = self.spec
         if spec.spout is not None:
             self.source = make_source(spec.spout, spec.spout_kind, spec.spout_stream)
@@ -72,9 +72,6 @@ class TridentBolt(Bolt):
         self._handlers = {BATCH_STREAM: lambda t: core.on_batch(t.values[0], t),
                           COMMIT_STREAM: lambda t: core.on_commit(t.values[0], t),
                           SUCCESS_STREAM: self._on_success}
-
-    def _output_streams(self, context: Any) -> list[str]:
-        return sorted({stream for stream, _fields in self.spec_outputs})
 
     def _on_success(self, tup: Any) -> None:
         self.core.on_success(tup.values[0], tup)

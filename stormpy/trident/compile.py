@@ -24,7 +24,7 @@ from stormpy.thrift import storm
 from stormpy.trident.bolts import SpoutCoordinatorBolt, TridentBolt
 from stormpy.trident.coordinator import (BATCH_STREAM, COMMIT_STREAM, COORDINATOR_ID, SUCCESS_STREAM,
                                          TX_FIELD, MasterBatchCoordinator)
-from stormpy.trident.graph import BATCH_FIELD, Graph, Group, coord_stream, plan_groups
+from stormpy.trident.graph import BATCH_FIELD, Graph, Group, commit_phase_nodes, coord_stream, plan_groups
 from stormpy.trident.processors import GroupSpec, NodeSpec
 from stormpy.trident.validate import invalid, validate_graph, validate_groups
 
@@ -72,7 +72,7 @@ def _common(inputs: dict[Any, Any], streams: dict[str, Any], par: int) -> Any:
                                  json_conf=json.dumps({}))
 
 
-def runtime_spec(group: Group) -> GroupSpec:
+def runtime_spec(group: Group, late: set[int]) -> GroupSpec:
     """What the group's bolt needs at run time (and nothing of the rest of the graph)."""
     members = {node.id for node in group.nodes}
     exits: dict[int, list[str]] = {}
@@ -85,7 +85,7 @@ def runtime_spec(group: Group) -> GroupSpec:
             spec["factory"] = node.spec["state"].factory
         children = [(child.id, i) for child, i in group.children(node) if child.id in members]
         nodes.append(NodeSpec(node.id, node.kind, node.fields, [p.fields for p in node.parents], spec,
-                              children, exits.get(node.id, [])))
+                              children, exits.get(node.id, []), node.id in late))
     entries: dict[str, list[tuple[int, int]]] = {}
     for gin in group.inputs:
         entries.setdefault(gin.stream, []).extend((node.id, i) for node, i in gin.entries)
@@ -105,7 +105,7 @@ def _coordinator() -> Any:
                            common=_common({}, streams, 1))
 
 
-def _group_bolt(group: Group) -> Any:
+def _group_bolt(group: Group, late: set[int]) -> Any:
     inputs: dict[Any, Any] = {}
     if group.spout is not None:
         inputs[_gid(spout_coordinator_id(group.id), BATCH_STREAM)] = storm.Grouping(all=NULL)
@@ -119,8 +119,8 @@ def _group_bolt(group: Group) -> Any:
     for out in group.outputs:
         streams[out.stream] = storm.StreamInfo(output_fields=[BATCH_FIELD, *out.fields], direct=False)
         streams[coord_stream(out.stream)] = storm.StreamInfo(output_fields=[BATCH_FIELD, "count"], direct=True)
-    bolt = TridentBolt(runtime_spec(group), [(gin.source.id, gin.stream) for gin in group.inputs],
-                       [(out.stream, out.fields) for out in group.outputs])
+    bolt = TridentBolt(runtime_spec(group, late), [(gin.source.id, gin.stream) for gin in group.inputs],
+                       [(out.stream, out.node.id in late) for out in group.outputs])
     what = f"stream {group.nodes[0].stream!r} (bolt {group.id!r})"
     return storm.Bolt(bolt_object=_object(bolt, what), common=_common(inputs, streams, group.parallelism))
 
@@ -129,6 +129,7 @@ def compile_graph(graph: Graph, conf: Mapping[str, Any] | None = None) -> Any:
     validate_graph(graph, conf)
     groups = plan_groups(graph)
     validate_groups(graph, groups)
+    late = commit_phase_nodes(graph)
     bolts: dict[str, Any] = {}
     for group in groups:
         if group.spout is not None:
@@ -138,7 +139,7 @@ def compile_graph(graph: Graph, conf: Mapping[str, Any] | None = None) -> Any:
             bolts[spout_coordinator_id(group.id)] = storm.Bolt(
                 bolt_object=_object(SpoutCoordinatorBolt(), "the spout coordinator"),
                 common=_common(inputs, streams, 1))
-        bolts[group.id] = _group_bolt(group)
+        bolts[group.id] = _group_bolt(group, late)
     return storm.StormTopology(spouts={COORDINATOR_ID: _coordinator()}, bolts=bolts, state_spouts={})
 
 

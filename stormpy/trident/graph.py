@@ -49,7 +49,7 @@ class Node:
             op = spec.get("op")
             return f"each({list(spec['input_fields'])}, {_op_name(op)})"
         if self.kind == "repartition":
-            kind = spec["kind"]
+            kind = {"fields": "partition_by", "all": "broadcast", "global": "global_"}.get(spec["kind"], spec["kind"])
             return f"{kind}({list(spec['fields'])})" if spec["fields"] else f"{kind}()"
         if self.kind == "aggregate":
             return f"{'group_by(...).' if spec.get('group_fields') else ''}aggregate({_op_name(spec['agg'])})"

@@ -32,6 +32,7 @@ class NodeSpec:
     spec: dict[str, Any]
     children: list[tuple[int, int]] = field(default_factory=list)   # (node key, parent index)
     exits: list[str] = field(default_factory=list)                  # streams to other groups
+    commit_phase: bool = False     # a persist or after one: finishes at $commit, not at completion
 
 
 @dataclass
@@ -334,9 +335,11 @@ class GroupRuntime:
     def emit_spout(self, batch: Any, values: list) -> None:
         self.spout_proc.execute(batch, 0, values)
 
-    def finish(self, batch: Any) -> None:
+    def finish(self, batch: Any, phase: str | None = None) -> None:
+        """Finish the batch in every processor, or only those of ``phase`` ("batch" / "commit")."""
         for proc in self.order:
-            proc.finish(batch)
+            if phase is None or proc.node.commit_phase == (phase == "commit"):
+                proc.finish(batch)
 
     def discard(self, txid: int) -> None:
         for proc in self.order:

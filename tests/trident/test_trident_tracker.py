@@ -53,8 +53,8 @@ class Runtime:
     def emit_spout(self, batch, values):
         self.feed("spout", batch, values)
 
-    def finish(self, batch):
-        self.finished.append((batch.txid, batch.attempt))
+    def finish(self, batch, phase=None):
+        self.finished.append((batch.txid, batch.attempt) if phase is None else (batch.txid, batch.attempt, phase))
 
     def discard(self, txid):
         self.discarded.append(txid)
@@ -63,7 +63,10 @@ class Runtime:
 def make(expected=2, defer=False, source=None, explode_on=None):
     port = RecordingPort()
     runtime = Runtime(explode_on=explode_on)
-    core = BatchCore(runtime, port, expected, [("out", "$coord-out", [10, 11])], defer, source)
+    out = [("out", "$coord-out", [10, 11], False)]
+    if defer:
+        out.append(("new", "$coord-new", [12], True))    # a persist's new values: counted at commit
+    core = BatchCore(runtime, port, expected, out, defer, source)
     runtime.core = core
     return core, port, runtime
 
@@ -128,15 +131,18 @@ def test_committer_acks_at_completion_and_finishes_at_commit():
     core, port, runtime = make(expected=1, defer=True)
     c = Handle("c")
     core.on_coord([2, 0], 0, c)
-    assert c in port.acked and runtime.finished == [] and port.coords == []
+    # batch-time part finished, its streams counted (anchored to c), c acked; state untouched
+    assert c in port.acked and runtime.finished == [(2, 0, "batch")]
+    assert [(s, a) for s, _t, _v, a in port.coords] == [("$coord-out", [c]), ("$coord-out", [c])]
     wrong = Handle("commit-other-attempt")
     core.on_commit([2, 1], wrong)
     assert wrong in port.failed
     commit = Handle("commit")
     core.on_commit([2, 0], commit)
-    assert runtime.finished == [(2, 0)]
+    assert runtime.finished == [(2, 0, "batch"), (2, 0, "commit")]
     assert commit in port.acked
-    assert all(a == [commit] for *_x, a in port.coords)   # downstream rides on the commit tree
+    # the state's downstream rides on the commit tree
+    assert [(s, t, a) for s, t, _v, a in port.coords[2:]] == [("$coord-new", 12, [commit])]
 
 
 def test_commit_without_a_completed_batch_fails():

@@ -75,7 +75,7 @@ def test_output_field_collision_and_reserved_names():
 
 def test_partition_by_project_and_join_fields():
     text = message(lambda t: t.new_stream("l", Lines()).partition_by(["nope"]))
-    assert text.startswith("stream 'l': fields(['nope']) uses field 'nope'")
+    assert text.startswith("stream 'l': partition_by(['nope']) uses field 'nope'")
     assert "project(['nope'])" in message(lambda t: t.new_stream("l", Lines()).project(["nope"]))
 
     def join(t):
