@@ -14,7 +14,19 @@ from stormpy.trident.operations import TridentTuple
 log = logging.getLogger(__name__)
 
 
-class MapCombinerUpdater:
+class _AggUpdater:
+    """Forwards the task lifecycle to the user's aggregator."""
+
+    agg: Any
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.agg.prepare(conf, context)
+
+    def cleanup(self) -> None:
+        self.agg.cleanup()
+
+
+class MapCombinerUpdater(_AggUpdater):
     """Tuples are ``group values + (partial,)``: one combine per key against the stored value."""
 
     def __init__(self, agg: Any, num_keys: int) -> None:
@@ -44,7 +56,7 @@ def _combine_with(combine: Any, partial: Any) -> Any:
     return lambda old: partial if old is None else combine(old, partial)
 
 
-class MapReducerUpdater:
+class MapReducerUpdater(_AggUpdater):
     """Tuples are ``group values + inputs``: ``reduce`` folds each key's tuples into the stored value."""
 
     def __init__(self, agg: Any, num_keys: int) -> None:
