@@ -104,8 +104,12 @@ class RotatingMetas:
         return False, None
 
     def last_before(self, txid: int) -> Any:
-        below = [t for t in self.metas if t < txid]
+        """The newest meta below ``txid`` that emitted something (skipped txids store None)."""
+        below = [t for t in self.metas if t < txid and self.metas[t] is not None]
         return self.metas[max(below)] if below else None
+
+    def has_after(self, txid: int) -> bool:
+        return any(t > txid for t in self.metas)
 
     def put(self, txid: int, meta: Any) -> None:
         self.state.set(tx.spout_meta_path(self.stream, self.partition, txid), {"meta": meta})
@@ -162,7 +166,14 @@ class PartitionedSource(SpoutSource):
             metas = self.metas[i]
             found, meta = metas.get(txid)
             if found:
-                self.spout.emit_batch(txid, collector, partition, meta)
+                if meta is not None:
+                    self.spout.emit_batch(txid, collector, partition, meta)
+            elif metas.has_after(txid):
+                # Storm's RotatingTransactionalState rule: a later txid already took the data
+                # after last_before(txid) (this txid failed before its meta was stored, e.g. a
+                # Function fused after the spout raised); emitting it again here would count
+                # that data twice. This txid stays empty, forever.
+                metas.put(txid, None)
             else:
                 meta = self.spout.emit_new_batch(txid, collector, partition, metas.last_before(txid))
                 metas.put(txid, meta)  # before the coordination tuples leave this task
