@@ -108,6 +108,7 @@ class SpoutExecutor(Executor):
         stats = self.stats
         acked = stats.acked
         complete = stats.complete_ms
+        add_latency = stats.add_latency
         monotonic = time.monotonic
         for message in messages:
             stream = message[0]
@@ -119,13 +120,7 @@ class SpoutExecutor(Executor):
                         continue
                     tup_id, started, out_stream = entry
                     acked[out_stream] += 1
-                    ms = (now - started) * 1000.0
-                    latency = complete.get(out_stream)
-                    if latency is None:
-                        complete[out_stream] = [ms, 1]
-                    else:
-                        latency[0] += ms
-                        latency[1] += 1
+                    add_latency(complete, out_stream, (now - started) * 1000.0)
                     component = task.component
                     if component is None:
                         continue
