@@ -1,13 +1,14 @@
 """Helpers for local-mode Trident tests: fixed-input spouts, a recording state, a runner."""
 from __future__ import annotations
 
+import random
 import threading
 import time
 from typing import Any
 
 from stormpy.local.runner import LocalTopology
-from stormpy.trident import OpaquePartitionedSpout, PartitionedSpout
-from stormpy.trident.txstate import _LocalTxState
+from stormpy.trident import MemoryMapState, OpaquePartitionedSpout, PartitionedSpout
+from stormpy.trident.state import MapStateFactory
 
 _RECORDS: dict[str, dict[tuple[int, int], list]] = {}   # name -> (partition, txid) -> committed tuples
 _LOCK = threading.Lock()
@@ -36,6 +37,8 @@ class FixedSpout(PartitionedSpout):
 
 
 class FixedOpaqueSpout(OpaquePartitionedSpout):
+    """Opaque: each call takes 1..``per_batch`` rows at random, so a replayed txid carries other tuples."""
+
     def __init__(self, fields: list[str], rows: list[list[list]], per_batch: int = 4) -> None:
         self.outputs = fields
         self.rows = rows
@@ -46,7 +49,7 @@ class FixedOpaqueSpout(OpaquePartitionedSpout):
 
     def emit_batch(self, txid, collector, partition, last_meta):
         start = last_meta["end"] if last_meta else 0
-        end = min(start + self.per_batch, len(self.rows[partition]))
+        end = min(start + random.randint(1, self.per_batch), len(self.rows[partition]))
         for row in self.rows[partition][start:end]:
             collector.emit(row)
         return {"start": start, "end": end}
@@ -107,6 +110,12 @@ class Record:
         state.pending.extend(list(t.values) for t in tuples)
 
 
+def memory_map(name: str, kind: str = "transactional") -> MapStateFactory:
+    """A MemoryMapState factory of ``kind`` over the named map, emptied (test names are reused)."""
+    MemoryMapState.clear(name)
+    return getattr(MemoryMapState, kind)(name)
+
+
 def record(stream, name: str, fields):
     factory = RecordFactory(name)
     stream.partition_persist(factory, fields, Record())
@@ -119,7 +128,6 @@ FAST = {"topology.trident.batch.emit.interval.millis": 10, "topology.message.tim
 
 def run_until(topology_cls: type, done, timeout: float = 40.0, name: str = "trident-test") -> LocalTopology:
     """Run ``topology_cls`` in-process until ``done()`` is true; fail naming what was awaited."""
-    _LocalTxState.forget(name)
     local = LocalTopology(topology_cls, name)
     local.start()
     try:
@@ -131,5 +139,4 @@ def run_until(topology_cls: type, done, timeout: float = 40.0, name: str = "trid
             time.sleep(0.1)
     finally:
         local.stop(drain_secs=0.5)
-        _LocalTxState.forget(name)
     return local

@@ -8,7 +8,7 @@ import pytest
 
 from stormpy.trident import Count, Function, TridentTopology
 
-from ._fake_state import fake_transactional
+from ._harness import memory_map
 from ._harness import FixedOpaqueSpout, FixedSpout, run_until
 
 SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",
@@ -44,14 +44,14 @@ def word_count(spout, state):
 @pytest.mark.parametrize("kind", ["transactional", "opaque"])
 def test_exact_counts_with_failing_function(kind):
     spout = (FixedSpout if kind == "transactional" else FixedOpaqueSpout)(["sentence"], ROWS, per_batch=5)
-    state = fake_transactional(f"exactly-once-{kind}")
+    state = memory_map(f"exactly-once-{kind}", kind)
 
     def counts_exact():
-        return {w: v for (w,), v in state.items().items()} == dict(EXPECTED)
+        return {w: v for (w,), v in state.open_map().items()} == dict(EXPECTED)
 
     local = run_until(word_count(spout, state), counts_exact, timeout=90, name=f"exactly-once-{kind}")
     errors = local.reporter.errors
     # the injected failures were reported as the component's errors, and the worker lived on
     assert set(errors) == {"lines"} and errors["lines"]
     assert all("injected failure" in text for _t, _task, text in errors.get("lines", []))
-    assert {w: v for (w,), v in state.items().items()} == dict(EXPECTED)
+    assert {w: v for (w,), v in state.open_map().items()} == dict(EXPECTED)

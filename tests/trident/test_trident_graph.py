@@ -5,7 +5,7 @@ from stormpy.trident import Count, Function, PartitionedSpout, Sum, TridentTopol
 from stormpy.trident.compile import compile_graph
 from stormpy.trident.graph import plan_groups
 
-from ._fake_state import fake_transactional
+from ._harness import memory_map
 
 
 class Words(PartitionedSpout):
@@ -49,7 +49,7 @@ def test_operations_between_repartitions_are_fused():
 
 
 def test_persistent_aggregate_pre_combines_before_the_repartition():
-    state = fake_transactional("graph-pa")
+    state = memory_map("graph-pa")
 
     def build(t):
         (t.new_stream("lines", Words())
@@ -80,7 +80,7 @@ def test_merge_and_join_start_groups_and_join_partitions_by_keys():
 
 
 def test_compiled_topology_has_only_framework_components():
-    state = fake_transactional("graph-compile")
+    state = memory_map("graph-compile")
 
     def build(t):
         (t.new_stream("lines", Words(), par=2).each(["sentence"], Split(), ["word"])

@@ -10,7 +10,7 @@ from collections import Counter
 from stormpy.trident import (Aggregator, Count, Filter, Function, MapGet, ReducerAggregator, Sum,
                              TridentTopology)
 
-from ._fake_state import fake_transactional
+from ._harness import memory_map
 from ._harness import FAST, FixedSpout, RecordFactory, record, run_until
 
 WORDS = ["apple", "pear", "fig", "plum"]
@@ -55,8 +55,8 @@ class FirstAndCount(Aggregator):
 
 
 R: dict[str, RecordFactory] = {}
-TOTALS = fake_transactional("local-totals")
-LOOKUP = fake_transactional("local-lookup")
+TOTALS = memory_map("local-totals")
+LOOKUP = memory_map("local-lookup")
 
 
 class Ops(TridentTopology):
@@ -109,7 +109,9 @@ def _all_committed() -> bool:
 
 def test_every_operation_in_local_mode():
     lookup = LOOKUP.open_map()
+    lookup.begin_commit(0)        # written outside a topology: a commit of its own, txid 0
     lookup.multi_put([("apple",)], [42])
+    lookup.commit(0)
     local = run_until(Ops, _all_committed, name="trident-ops")
     assert not local.reporter.errors
 
@@ -140,7 +142,7 @@ def test_every_operation_in_local_mode():
     assert sum(c for _w, _f, c in general) == len(ALL)
     assert sum(c for (c,) in R["partition_aggregate"].rows()) == len(ALL)
 
-    totals = {w: v for (w,), v in TOTALS.items().items()}
+    totals = {w: v for (w,), v in TOTALS.open_map().items()}
     assert totals == {w: sum(n for n, x in ALL if x == w) for w in WORDS}
     last = {}
     for word, total in R["new_values"].rows():

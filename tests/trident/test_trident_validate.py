@@ -7,7 +7,7 @@ from stormpy.thrift import storm
 from stormpy.trident import BatchSpout, Count, Function, PartitionedSpout, TridentTopology
 from stormpy.trident.compile import compile_graph
 
-from ._fake_state import fake_transactional
+from ._harness import memory_map
 
 
 class Lines(PartitionedSpout):
@@ -42,7 +42,7 @@ def test_unknown_input_field():
 
 
 def test_group_by_on_a_missing_field():
-    state = fake_transactional("v")
+    state = memory_map("v")
     text = message(lambda t: t.new_stream("lines", Lines()).each(["sentence"], Split(), ["word"])
                    .group_by(["wrd"]).persistent_aggregate(state, Count(), ["count"]))
     assert text.startswith("stream 'lines': group_by uses field 'wrd'")
