@@ -23,6 +23,7 @@ import enum
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -137,6 +138,35 @@ class CoordinatorMachine:
         return len(self.active)
 
 
+class LatencyWindow:
+    """The last ``size`` latencies of one kind, published as p50/p99 metrics (Storm's UI shows
+    averages; a batch pipeline's stalls show in the tail, so stormpy publishes percentiles)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.samples: deque[float] = deque(maxlen=size)
+        self._started: dict[tuple[int, int], float] = {}
+
+    def start(self, txid: int, attempt: int, now: float) -> None:
+        self._started[(txid, attempt)] = now
+
+    def stop(self, txid: int, attempt: int, now: float) -> float | None:
+        t0 = self._started.pop((txid, attempt), None)
+        if t0 is None:
+            return None
+        ms = (now - t0) * 1000.0
+        self.samples.append(ms)
+        return ms
+
+    def forget(self, txid: int, attempt: int) -> None:
+        self._started.pop((txid, attempt), None)
+
+    def publish(self, metrics: Any, name: str) -> None:
+        ordered = sorted(self.samples)
+        if ordered:
+            metrics.set(f"{name}.p50.ms", ordered[len(ordered) // 2])
+            metrics.set(f"{name}.p99.ms", ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))])
+
+
 class MasterBatchCoordinator(Spout):
     """``$mastercoord-bg0``: drives a CoordinatorMachine from the spout callbacks.
 
@@ -151,6 +181,9 @@ class MasterBatchCoordinator(Spout):
         self.machine: CoordinatorMachine | None = None
         self.txstate: Any = None
         self.committed_batches = 0
+        #: ``$batch`` emit -> ack (the whole batch processed) and ``$commit`` emit -> ack, per attempt.
+        self.batch_latency = LatencyWindow()
+        self.commit_latency = LatencyWindow()
 
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
         self.txstate = txstate.transactional_state(context, dict(stormconf))
@@ -173,12 +206,24 @@ class MasterBatchCoordinator(Spout):
     def next_tuple(self) -> None:
         self._apply(self.machine.step(time.monotonic()))
 
+    @property
+    def commit_latencies_ms(self) -> list[float]:
+        """Recent commit latencies (benchmarks read them in local mode)."""
+        return list(self.commit_latency.samples)
+
     def ack(self, tup_id: Any) -> None:
         stream, txid, attempt = tup_id
-        self._apply(self.machine.on_ack(stream, txid, attempt, time.monotonic()))
+        now = time.monotonic()
+        window = self.commit_latency if stream == COMMIT_STREAM else self.batch_latency
+        if window.stop(txid, attempt, now) is not None:
+            window.publish(self.metrics, "trident.commit.latency" if stream == COMMIT_STREAM
+                           else "trident.batch.latency")
+        self._apply(self.machine.on_ack(stream, txid, attempt, now))
 
     def fail(self, tup_id: Any) -> None:
         stream, txid, attempt = tup_id
+        (self.commit_latency if stream == COMMIT_STREAM else self.batch_latency).forget(txid, attempt)
+        self.metrics.incr("trident.batches.failed")
         self._apply(self.machine.on_fail(stream, txid, attempt, time.monotonic()))
 
     def _apply(self, effects: list[Any]) -> None:
@@ -191,6 +236,8 @@ class MasterBatchCoordinator(Spout):
                 continue
             values = [[effect.txid, effect.attempt]]
             if effect.tracked:
+                window = self.commit_latency if effect.stream == COMMIT_STREAM else self.batch_latency
+                window.start(effect.txid, effect.attempt, time.monotonic())
                 self.emit(values, tup_id=(effect.stream, effect.txid, effect.attempt), stream=effect.stream)
             else:
                 self.emit(values, stream=effect.stream)
