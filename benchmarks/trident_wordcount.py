@@ -28,51 +28,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from local_wordcount import SENTENCES, run_handoff, run_topology  # noqa: E402
+from local_wordcount import run_handoff, run_topology  # noqa: E402
 
 from stormpy.local.runner import LocalTopology  # noqa: E402
-from stormpy.trident import Count, Function, MemoryMapState, PartitionedSpout, SqliteMapState, TridentTopology  # noqa: E402
+from stormpy.trident import MemoryMapState, SqliteMapState, TridentTopology  # noqa: E402
+from trident_bench_topology import build_word_count  # noqa: E402
 
-PARTITIONS = 4
-
-
-class BenchLines(PartitionedSpout):
-    """Partition p cycles through the text; a meta is the [start, end) range of its steps."""
-
-    outputs = ["sentence"]
-
-    def __init__(self, per_batch: int) -> None:
-        self.per_batch = per_batch
-
-    def partitions(self) -> list:
-        return list(range(PARTITIONS))
-
-    def emit_new_batch(self, txid: int, collector: Any, partition: Any, last_meta: Any) -> dict:
-        start = last_meta["end"] if last_meta else 0
-        meta = {"start": start, "end": start + self.per_batch}
-        self.emit_batch(txid, collector, partition, meta)
-        return meta
-
-    def emit_batch(self, txid: int, collector: Any, partition: Any, meta: dict) -> None:
-        n = len(SENTENCES)
-        emit = collector.emit
-        for step in range(meta["start"], meta["end"]):
-            emit([SENTENCES[(step * PARTITIONS + partition) % n]])
-
-
-class Split(Function):
-    def execute(self, tup: Any, collector: Any) -> None:
-        for word in tup[0].split():
-            collector.emit([word])
 
 
 def trident_topology(state: Any, per_batch: int) -> type[TridentTopology]:
     class BenchTrident(TridentTopology):
         def build(self, conf: Any) -> None:
-            (self.new_stream("lines", BenchLines(per_batch), par=2)
-                 .each(["sentence"], Split(), ["word"]).parallelism_hint(2)
-                 .group_by(["word"])
-                 .persistent_aggregate(state, Count(), ["count"]).parallelism_hint(2))
+            build_word_count(self, state, per_batch)
     return BenchTrident
 
 
@@ -119,6 +86,59 @@ def run_trident(state: Any, label: str, secs: float, warmup: float, per_batch: i
     return result
 
 
+def run_cluster(secs: float, warmup: float, per_batch: int) -> None:
+    """Core acked word count, then the Trident one, on one real cluster (1 supervisor, 2 workers)."""
+    import shutil
+
+    from cluster_wordcount import BenchCluster, run_phase
+
+    from stormpy.client.nimbus_client import connect
+    from stormpy.testing import wait_until
+
+    base = Path(tempfile.mkdtemp(prefix="stormpy-bench-trident-"))
+    cluster = BenchCluster(base)
+    try:
+        cluster.start()
+        core = run_phase(cluster, "bench-core", 0, warmup, secs, per_call=1)["words_per_sec"]
+        print(f"cluster core acked word count (2 workers, 1 sentence per next_tuple()): {core:,.0f} counted words/s",
+              flush=True)
+        db = base / "counts.db"
+        state = SqliteMapState.transactional(str(db))
+        topology = Path(__file__).resolve().parent / "trident_bench_topology.py"
+        cluster.cli("submit", str(topology), "--name", "bench-trident", "-c", f"bench.db={db}",
+                    "-c", f"bench.per.batch={per_batch}",
+                    "-c", f"bench.text={Path(__file__).resolve().parent.parent / 'examples' / 'data' / 'sentences.txt'}")
+
+        def coordinator_metrics() -> dict[str, float]:
+            with connect(cluster.conf) as client:
+                topo = next(t for t in client.getClusterInfo().topologies if t.name == "bench-trident")
+                info = client.getTopologyInfo(topo.id)
+            for ex in info.executors:
+                if ex.component_id.startswith("$mastercoord") and ex.stats is not None:
+                    return dict(ex.stats.metrics or {})
+            return {}
+
+        wait_until(lambda: db.exists() and committed_words(state) > 0, 180, "bench-trident: first commits")
+        time.sleep(warmup)
+        w0, t0 = committed_words(state), time.perf_counter()
+        b0 = coordinator_metrics().get("trident.batches.committed", 0)
+        time.sleep(secs)
+        w1, t1 = committed_words(state), time.perf_counter()
+        metrics = coordinator_metrics()
+        elapsed = t1 - t0
+        words = (w1 - w0) / elapsed
+        print(f"cluster trident into SqliteMapState (2 workers): {words:,.0f} committed words/s, "
+              f"{(metrics.get('trident.batches.committed', 0) - b0) / elapsed:,.1f} batches/s (heartbeat-granular), "
+              f"commit latency p50 {metrics.get('trident.commit.latency.p50.ms', float('nan')):.1f} ms, "
+              f"p99 {metrics.get('trident.commit.latency.p99.ms', float('nan')):.1f} ms; "
+              f"{words / core:.2f}x the core acked word count", flush=True)
+        cluster.cli("kill", "bench-trident", "-w", "0")
+        wait_until(lambda: not cluster.workers(), 120, "bench-trident: workers gone after kill")
+    finally:
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def describe(label: str, r: dict[str, float], core: float, handoff: float) -> str:
     line = (f"trident local into {label}: {r['words_per_s']:,.0f} committed words/s, "
             f"{r['batches_per_s']:,.1f} batches/s")
@@ -135,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--secs", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring")
     parser.add_argument("--per-batch", type=int, default=1000, help="lines per partition per batch (4 partitions)")
+    parser.add_argument("--cluster", action="store_true", help="also run on a real 2-worker cluster")
     parser.add_argument("--pending", type=int, default=3, help="topology.max.spout.pending (batches in flight)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -150,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         for label, state in states:
             r = run_trident(state, label, args.secs, args.warmup, args.per_batch, args.pending)
             print(describe(label, r, core, handoff), flush=True)
+    if args.cluster:
+        run_cluster(max(args.secs, 15.0), max(args.warmup, 5.0), args.per_batch)
     return 0
 
 

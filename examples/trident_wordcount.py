@@ -10,7 +10,7 @@ count the words into SqliteMapState; the counts stored for txid n are exact what
 When the topology stops, spout task 0 reads the counts back from the state with ``open_map()``
 (exactly as any other program would) and prints the top words, the txid and the total.
 
-Config (``-c key=value``): ``wc.db`` (the SQLite file; on a cluster give a path every worker
+Config (``-c key=value``): ``wc.text`` (the input; on a cluster a path every worker can read), ``wc.db`` (the SQLite file; on a cluster give a path every worker
 can reach), ``wc.lines.per.batch`` (per partition), ``wc.fail.rate``. Without ``wc.db`` the
 state goes to a new file in the temp dir: ``stormpy local`` restarts txids at 1 on every run,
 and a transactional map that already holds txid 1 would (rightly) skip it.
@@ -42,7 +42,8 @@ class Lines(PartitionedSpout):
         self.state = state
 
     def initialize(self, stormconf, context):
-        self.lines = [line.strip() for line in DATA.read_text().splitlines() if line.strip()]
+        text = Path(stormconf.get("wc.text") or DATA)
+        self.lines = [line.strip() for line in text.read_text().splitlines() if line.strip()]
         self.first_task = context.task_index == 0
 
     def partitions(self):

@@ -23,9 +23,12 @@ that attempt are dropped.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections import Counter
 from typing import Any, Protocol
+
+from stormpy.trident.stats import LatencyWindow
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,11 @@ class BatchCore:
         self.awaiting_commit: dict[int, TrackedBatch] = {}
         self.closed: dict[int, int] = {}       # txid -> highest attempt completed or failed here
         self.stats = Counter()
+        #: first sight of an attempt here -> its completion (this task's share of the batch latency)
+        self.latency = LatencyWindow()
+        #: called after a batch completes or commits here (the bolt publishes its metrics)
+        self.publish: Any = None
+        self.last_txid = 0
 
     # ------------------------------------------------------------ attempts
     def _batch(self, tx: Any) -> TrackedBatch | None:
@@ -104,11 +112,13 @@ class BatchCore:
             del self.awaiting_commit[txid]
             self.runtime.discard(txid)
         batch = self.batches[txid] = TrackedBatch(txid, attempt)
+        self.latency.start(txid, attempt, time.monotonic())
         return batch
 
     def _drop(self, batch: TrackedBatch) -> None:
         """An older attempt was superseded: its tree already failed; let go of what it held."""
         self.batches.pop(batch.txid, None)
+        self.latency.forget(batch.txid, batch.attempt)
         for handle in batch.handles:
             self.port.fail(handle)
         self.runtime.discard(batch.txid)
@@ -120,6 +130,7 @@ class BatchCore:
                         batch.attempt, where, exc)
             self.port.report_error(f"{where} (txid {batch.txid}, attempt {batch.attempt}): {text}")
         self.stats["batches.failed"] += 1
+        self.latency.forget(batch.txid, batch.attempt)
         self.batches.pop(batch.txid, None)
         self.awaiting_commit.pop(batch.txid, None)
         self._close(batch)
@@ -193,6 +204,8 @@ class BatchCore:
                 self.port.fail(handle)
                 return
         self.stats["batches.committed"] += 1
+        if self.publish is not None:
+            self.publish()
         self.port.ack(handle)
 
     def on_success(self, tx: Any, handle: Any) -> None:
@@ -221,6 +234,10 @@ class BatchCore:
                 del self.closed[txid]
 
     def _complete(self, batch: TrackedBatch) -> None:
+        self.latency.stop(batch.txid, batch.attempt, time.monotonic())
+        self.last_txid = max(self.last_txid, batch.txid)
+        if self.publish is not None:
+            self.publish()
         self.batches.pop(batch.txid, None)
         self._close(batch)
         handles, batch.handles = batch.handles, []

@@ -67,6 +67,7 @@ class TridentBolt(Bolt):
                               name=spec.id)
         self.runtime = GroupRuntime(spec, self.core.send)
         self.core.runtime = self.runtime
+        self.core.publish = self._publish
         self.runtime.prepare(conf, context, index, count)
         core = self.core
         self._handlers = {BATCH_STREAM: lambda t: core.on_batch(t.values[0], t),
@@ -75,8 +76,15 @@ class TridentBolt(Bolt):
 
     def _on_success(self, tup: Any) -> None:
         self.core.on_success(tup.values[0], tup)
-        self.metrics.set("trident.txid", int(tup.values[0][0]))
-        self.metrics.set("trident.batches.committed", self.core.stats["batches.committed"])
+
+    def _publish(self) -> None:
+        """This task's Trident figures, in its executor's stats (heartbeats, UI, /metrics)."""
+        core, metrics = self.core, self.metrics
+        metrics.set("trident.txid", core.last_txid)
+        metrics.set("trident.batches.finished", core.stats["batches.finished"])
+        metrics.set("trident.batches.committed", core.stats["batches.committed"])
+        metrics.set("trident.batches.failed", core.stats["batches.failed"])
+        core.latency.publish(metrics, "trident.batch.latency")
 
     def process(self, tup: Any) -> None:
         stream = tup.stream

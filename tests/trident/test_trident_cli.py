@@ -12,7 +12,7 @@ TOPOLOGY = Path(__file__).resolve().parent / "topologies" / "trident_wc_local.py
 
 def test_stormpy_local_runs_a_trident_file():
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "stormpy.cli", "local", str(TOPOLOGY), "--duration", "6"],
+    proc = subprocess.run([sys.executable, "-m", "stormpy.cli", "local", str(TOPOLOGY), "--duration", "10"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-2000:]
     commits = [line for line in proc.stdout.splitlines() if line.startswith("committed txid")]

@@ -55,3 +55,24 @@ def test_exact_counts_with_failing_function(kind):
     assert set(errors) == {"lines"} and errors["lines"]
     assert all("injected failure" in text for _t, _task, text in errors.get("lines", []))
     assert {w: v for (w,), v in state.open_map().items()} == dict(EXPECTED)
+
+
+def test_trident_components_publish_txid_batches_and_latency_metrics():
+    spout = FixedSpout(["sentence"], ROWS, per_batch=5)
+    state = memory_map("exactly-once-metrics")
+
+    def some_commits():
+        return sum(v for _k, v in state.open_map().items()) > 0
+
+    local = run_until(word_count(spout, state), some_commits, timeout=60, name="exactly-once-metrics")
+    by_component = {}
+    for executor in local.runtime.executors.values():
+        by_component.setdefault(executor.component_id, []).append(executor.stats.metrics())
+    [coordinator] = by_component["$mastercoord-bg0"]
+    assert coordinator["trident.txid"] >= 1 and coordinator["trident.batches.committed"] >= 1
+    assert coordinator["trident.commit.latency.p50.ms"] > 0 and coordinator["trident.batch.latency.p99.ms"] > 0
+    counting = [m for comp, ms in by_component.items() if comp.startswith("b-") for m in ms]
+    assert any(m.get("trident.batches.committed", 0) >= 1 and m.get("trident.batch.latency.p50.ms", -1) >= 0 and m["trident.txid"] >= 1
+               for m in counting), counting
+    totals = local.totals()
+    assert totals["trident_batches"] >= 1 and totals["trident_txid"] >= 1

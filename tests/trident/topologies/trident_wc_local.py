@@ -34,7 +34,7 @@ class Split(Function):
 
 
 class Counts:
-    """A tiny transactional map printed at close (the state layer's MemoryMapState comes later)."""
+    """A hand-written transactional map (a State of its own, not a BackingMap) that prints each commit."""
 
     store = {}
 
