@@ -117,6 +117,7 @@ TOPOLOGY_ACKER_EXECUTORS = _key("topology.acker.executors", None, int, "Acker ta
 TOPOLOGY_MESSAGE_TIMEOUT_SECS = _key("topology.message.timeout.secs", 30, int, "A tuple tree not completed in this time fails.")
 TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = _key("topology.enable.message.timeouts", True, bool, "Whether tuple trees time out.")
 TOPOLOGY_MAX_SPOUT_PENDING = _key("topology.max.spout.pending", None, int, "Most pending (un-acked) tuples per spout task.")
+TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = _key("topology.trident.batch.emit.interval.millis", 500, int, "Trident: the master batch coordinator starts at most one new batch this often.")
 TOPOLOGY_MAX_TASK_PARALLELISM = _key("topology.max.task.parallelism", None, int, "Cap on any component's parallelism.")
 TOPOLOGY_TICK_TUPLE_FREQ_SECS = _key("topology.tick.tuple.freq.secs", None, (int, float), "Send bolts a tick tuple this often.")
 TOPOLOGY_DEBUG = _key("topology.debug", False, bool, "Log every emitted tuple.")

@@ -192,6 +192,8 @@ def progress_line(totals: Mapping[str, int], elapsed: float, errors: int, waitin
     line = (f"[{elapsed:6.1f}s] spout tuples emitted={totals['emitted']} acked={totals['acked']} "
             f"failed={totals['failed']} ({rate:,.0f} spout tuples acked/s); bolt tuples executed={totals['executed']}; "
             f"errors={errors}")
+    if "trident_batches" in totals:
+        line += f"; trident batches committed={totals['trident_batches']} (txid {totals['trident_txid']})"
     return f"{line}; waiting for {waiting}" if waiting else line
 
 

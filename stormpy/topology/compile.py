@@ -94,6 +94,9 @@ def _serialized(spec: ComponentSpec) -> bytes | None:
 
 def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | None = None) -> Any:
     """Build the StormTopology struct; raises InvalidTopologyException for malformed specs."""
+    compiler = getattr(topology_cls, "compile_storm_topology", None)
+    if compiler is not None:  # a TridentTopology builds its own graph of framework components
+        return compiler(dict(conf or {}))
     specs = list(getattr(topology_cls, "specs", []))
     ids: dict[int, str] = {}
     seen: set[str] = set()
