@@ -280,7 +280,8 @@ class BatchingBolt(Bolt):
 
     @property
     def timer_interval_secs(self) -> float | None:  # type: ignore[override]
-        return self.secs_between_batches
+        """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only)."""
+        return None if self.ticks_between_batches else self.secs_between_batches
 
     def _attach(self, task: Any, component_id: str, task_id: int) -> None:
         super()._attach(task, component_id, task_id)
