@@ -60,9 +60,12 @@ _installed: "AliasFinder | None" = None
 def _really_installed(root: str) -> bool:
     """Whether ``root`` is importable without our finder (a real streamparse/pystorm)."""
     try:
-        return importlib.machinery.PathFinder.find_spec(root) is not None
+        spec = importlib.machinery.PathFinder.find_spec(root)
     except (ImportError, ValueError):
         return False
+    # A bare directory of that name on sys.path (a namespace package, e.g. tests/streamparse/)
+    # is not the library.
+    return spec is not None and spec.origin is not None and spec.loader is not None
 
 
 class AliasLoader(importlib.abc.Loader):

@@ -234,6 +234,9 @@ class ComponentSpec:
             raise TypeError(f"outputs of {component_cls.__name__} must be a list of field names or of "
                             f"Streams, not the string {self.outputs!r}")
         self.streams = normalize_outputs(self.outputs)
+        if inputs is not None and not isinstance(inputs, (Mapping, list, tuple, ComponentSpec, StreamRef,
+                                                          storm.GlobalStreamId)):
+            raise TypeError(f"inputs must be a list or a dict of component specs, given {inputs!r}")
         self.inputs = inputs
         if par is None:
             par = getattr(component_cls, "par", None) or 1
