@@ -68,3 +68,26 @@ def test_quickstart_project_submitted_unchanged_acks_every_tuple(cluster: Proces
         assert tasks["count_bolt"] == 3 and tasks["word_spout"] == 2
     finally:
         cluster.kill_topology(name)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_node_multilang_bolt_on_the_cluster_acks_every_tuple_after_a_crash(cluster: ProcessCluster) -> None:
+    """The topology's directory (with upper_bolt.js) is the code archive; the Node process of one
+    task exits once on the word "crash": its tuple fails, is replayed, and the task restarts."""
+    out = cluster.base / f"ml-out-{uuid.uuid4().hex[:6]}"
+    out.mkdir()
+    name = f"ml-{uuid.uuid4().hex[:6]}"
+    cluster.cli("submit", str(FIXTURES / "multilang" / "multilang_words.py"), "--name", name, "--workers", "2",
+                "-c", f"multilang.test.dir={out}", "-c", "multilang.test.count=200",
+                "-c", "topology.message.timeout.secs=10")
+    try:
+        topology_id = wait_until(lambda: cluster.topology_id(name), 30, "the topology to be listed")
+        cluster.wait_workers(topology_id, 2)
+        wait_until(lambda: len(set(acked_ids(out))) >= 200, 120, "all 200 words acked")
+        assert set(acked_ids(out)) == {str(i) for i in range(200)}
+        assert (out / "crashed").exists()
+        with cluster.client() as client:
+            errors = client.getTopologyInfo(topology_id).errors.get("upper") or []
+        assert any("exited (exit code 3)" in e.error for e in errors), errors
+    finally:
+        cluster.kill_topology(name)
