@@ -91,3 +91,88 @@ def test_node_multilang_bolt_on_the_cluster_acks_every_tuple_after_a_crash(clust
         assert any("exited (exit code 3)" in e.error for e in errors), errors
     finally:
         cluster.kill_topology(name)
+
+
+# ---------------------------------------------------------------- streamparse's own Thrift calls
+
+def storm_client(cluster: ProcessCluster):
+    """A client from Storm's IDL (not stormpy's), framed binary, as streamparse builds it."""
+    import thriftpy2
+    from thriftpy2.protocol import TBinaryProtocolFactory
+    from thriftpy2.rpc import make_client
+    from thriftpy2.transport import TFramedTransportFactory
+
+    idl = thriftpy2.load(str(FIXTURES / "storm_client.thrift"), module_name="storm_client_thrift")
+    client = make_client(idl.Nimbus, "127.0.0.1", cluster.conf["nimbus.thrift.port"],
+                         proto_factory=TBinaryProtocolFactory(), trans_factory=TFramedTransportFactory(),
+                         timeout=30000)
+    return idl, client
+
+
+def build_jar(path: Path) -> None:
+    """What ``sparse submit`` uploads: a JAR whose resources/ holds the project's src/."""
+    import zipfile
+
+    src = FIXTURES / "wordcount" / "src"
+    with zipfile.ZipFile(path, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        jar.writestr("org/apache/storm/flux/Flux.class", b"\xca\xfe\xba\xbe")
+        for file in sorted(src.rglob("*.py")):
+            jar.write(file, f"resources/{file.relative_to(src).as_posix()}")
+
+
+def test_sparse_list_and_submit_jar_through_storms_idl(cluster: ProcessCluster) -> None:
+    from packaging.version import Version
+
+    idl, client = storm_client(cluster)
+    name = f"sparse-{uuid.uuid4().hex[:6]}"
+    out = cluster.base / f"sparse-out-{uuid.uuid4().hex[:6]}"
+    out.mkdir()
+    try:
+        summary = client.getClusterInfo()                        # sparse list
+        assert all(t.name != name for t in summary.topologies)
+        # nimbus_storm_version(): streamparse takes its Storm >= 1.1 path only on a parseable version
+        assert Version(summary.nimbuses[0].version) >= Version("1.1.0")
+        assert client.getLeader().isLeader
+        assert client.isTopologyNameAllowed(name) is True
+        assert client.isTopologyNameAllowed("bad/name") is False
+        json.loads(client.getNimbusConf())
+
+        jar = cluster.base / f"{name}.jar"
+        build_jar(jar)
+        location = client.beginFileUpload()
+        data = jar.read_bytes()
+        for start in range(0, len(data), 1000):
+            client.uploadChunk(location, data[start:start + 1000])
+        client.finishFileUpload(location)
+
+        def shell(script: str):
+            return idl.ComponentObject(shell=idl.ShellComponent(execution_command="streamparse_run", script=script))
+
+        spout_common = idl.ComponentCommon(inputs={}, streams={"default": idl.StreamInfo(["word"], False)},
+                                           parallelism_hint=2, json_conf="{}")
+        bolt_common = idl.ComponentCommon(
+            inputs={idl.GlobalStreamId("word_spout", "default"): idl.Grouping(fields=["word"])},
+            streams={"default": idl.StreamInfo(["word", "count"], False)}, parallelism_hint=2,
+            json_conf=json.dumps({"wordcount.bolt.flag": "from-jar"}))
+        topology = idl.StormTopology(
+            spouts={"word_spout": idl.SpoutSpec(shell("spouts.words.WordSpout"), spout_common)},
+            bolts={"count_bolt": idl.Bolt(shell("bolts.wordcount.WordCountBolt"), bolt_common)}, state_spouts={})
+        conf = {"topology.workers": 2, "wordcount.words.limit": 150, "wordcount.out.dir": str(out),
+                "topology.python.path": "/nowhere/bin/python", "streamparse.version": "5.0.0"}
+        client.submitTopologyWithOpts(name, location, json.dumps(conf), topology,
+                                      idl.SubmitOptions(initial_status=idl.TopologyInitialStatus.ACTIVE))
+        assert client.isTopologyNameAllowed(name) is False
+
+        topology_id = wait_until(lambda: cluster.topology_id(name), 30, "the sparse topology to be listed")
+        cluster.wait_workers(topology_id, 2)
+        wait_until(lambda: len(set(acked_ids(out))) >= 300, 120, "all 300 words of the JAR topology acked")
+        page = client.getTopologyPageInfo(topology_id, ":all-time", False)
+        assert page.name == name and page.num_tasks >= 4 and json.loads(page.topology_conf)["wordcount.words.limit"] == 150
+        comp = client.getComponentPageInfo(topology_id, "count_bolt", ":all-time", False)
+        assert comp.component_type == idl.ComponentType.BOLT and comp.num_tasks == 2
+        assert any(t.name == name for t in client.getClusterInfo().topologies)
+    finally:
+        if cluster.topology_id(name) is not None:
+            client.killTopologyWithOpts(name, idl.KillOptions(wait_secs=0))
+        client.close()
