@@ -314,6 +314,22 @@ struct LSApprovedWorkers {
 // Storm's page structs as streamparse's and Storm's clients read them; the aggregate-stats
 // fields of Storm (9, 10, 12 and 7-10 of ComponentPageInfo) are not filled by stormpy and
 // left out here (optional in Storm, so both sides still read each other).
+// Storm's JVM object description: only named here (streamparse's JavaBolt/JavaSpout build it);
+// stormpy refuses JVM components, so no struct above refers to it.
+union JavaObjectArg {
+  1: i32 int_arg;
+  2: i64 long_arg;
+  3: string string_arg;
+  4: bool bool_arg;
+  5: binary binary_arg;
+  6: double double_arg;
+}
+
+struct JavaObject {
+  1: required string full_class_name;
+  2: required list<JavaObjectArg> args_list;
+}
+
 enum ComponentType {
   BOLT = 1,
   SPOUT = 2

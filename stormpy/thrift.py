@@ -40,6 +40,6 @@ def deserialize(cls: type[T], data: bytes) -> T:
 storm_thrift = storm
 for _name in ("Bolt", "ComponentCommon", "ComponentObject", "GlobalStreamId", "Grouping", "NullStruct",
               "ShellComponent", "SpoutSpec", "StateSpoutSpec", "StormTopology", "StreamInfo", "SubmitOptions",
-              "TopologyInitialStatus", "Nimbus"):
+              "TopologyInitialStatus", "Nimbus", "JavaObject", "JavaObjectArg"):
     if hasattr(storm, _name):
         globals()[_name] = getattr(storm, _name)

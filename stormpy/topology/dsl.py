@@ -73,6 +73,13 @@ class GroupingSpec:
         self.fields = fields
         self.obj = obj
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GroupingSpec) and (self.kind, self.fields) == (other.kind, other.fields) \
+            and (self.obj is other.obj or self.obj == other.obj)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.fields))
+
     def __repr__(self) -> str:
         if self.kind in ("fields", "partial_key"):
             return f"Grouping.{self.kind}({', '.join(map(repr, self.fields))})"
@@ -326,6 +333,19 @@ def check_specs(topology_name: str, specs: list[ComponentSpec]) -> None:
                                      f"of stream {stream!r} of {upstream.name!r} (fields: {', '.join(fields)})")
 
 
+def normalized_inputs(spec: ComponentSpec) -> dict[Any, GroupingSpec] | None:
+    """The inputs as streamparse keeps them once the class exists: ``{upstream["stream"]:
+    grouping}`` (``GlobalStreamId`` kept for inputs named by component id)."""
+    if spec.inputs is None:
+        return None
+    result: dict[Any, GroupingSpec] = {}
+    for source, stream, grouping in spec.input_groupings():
+        key = StreamRef(source, stream) if isinstance(source, ComponentSpec) else \
+            storm.GlobalStreamId(componentId=source, streamId=stream)
+        result[key] = grouping
+    return result
+
+
 class TopologyType(type):
     """Collects the ComponentSpec attributes of a Topology class body, in definition order,
     and checks them as streamparse does when the class is defined."""
@@ -352,7 +372,19 @@ class TopologyType(type):
         cls._own_specs = own
         cls.specs = specs + own
         check_specs(name, cls.specs)
+        for spec in own:
+            spec.inputs = normalized_inputs(spec)
         return cls
+
+    @property
+    def thrift_spouts(cls) -> dict[str, Any]:
+        """streamparse's ``Topology.thrift_spouts``: component id -> ``SpoutSpec``."""
+        return cls.thrift_topology.spouts
+
+    @property
+    def thrift_bolts(cls) -> dict[str, Any]:
+        """streamparse's ``Topology.thrift_bolts``: component id -> ``Bolt``."""
+        return cls.thrift_topology.bolts
 
     @property
     def thrift_topology(cls) -> Any:
