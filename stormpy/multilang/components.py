@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import pickle
+import shlex
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -207,10 +210,6 @@ def runner_for(shell: Any, kind: str) -> tuple[str, bytes | None]:
     ``streamparse_run pkg.mod.Class`` (what ``sparse submit`` builds for Python components) runs
     ``pkg.mod:Class`` natively; any other command runs through multilang.
     """
-    import os
-    import pickle
-    import shlex
-
     command = shell.execution_command or ""
     words = shlex.split(shell.script or "")
     if os.path.basename(command.split()[-1] if command.split() else "") == "streamparse_run" and words:
