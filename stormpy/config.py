@@ -132,6 +132,7 @@ TOPOLOGY_TASK_RESTART_BACKOFF_SECS = _key("topology.task.restart.backoff.secs", 
 TOPOLOGY_STATS_SAMPLE_RATE = _key("topology.stats.sample.rate", 0.05, float, "Fraction of tuples whose latency is sampled.")
 TOPOLOGY_ENVIRONMENT = _key("topology.environment", None, dict, "Extra environment variables for worker processes.")
 TOPOLOGY_MODULE = _key("topology.module", None, str, "Module of the topology file (its stem), importable from the code archive's root.")
+TOPOLOGY_SUBPROCESS_TIMEOUT_SECS = _key("topology.subprocess.timeout.secs", 30, (int, float), "Multilang (ShellBolt/ShellSpout): seconds a subprocess may leave a handshake, spout command or heartbeat unanswered before its task restarts.")
 TOPOLOGY_SUBMITTER_USER = _key("topology.submitter.user", None, str, "Who submitted the topology (set by `stormpy submit`).")
 
 # ---------------------------------------------------------------- UI
