@@ -105,7 +105,7 @@ class BenchCluster:
         self.procs.append(nimbus.start())
         nimbus.wait_for_port(self.conf["nimbus.thrift.port"], timeout=60)
         sup_conf = {**self.conf, "storm.local.dir": str(self.base / "supervisor"),
-                    "supervisor.slots.ports": [free_port(), free_port()]}
+                    "supervisor.slots.ports": [free_port(), free_port()], "logviewer.port": free_port()}
         self.procs.append(DaemonProcess(["supervisor"], sup_conf, self.base / "logs", name="supervisor").start())
 
     def cli(self, *args: str) -> None:

@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
-from stormpy.config import Config, ConfigError, load_config, parse_overrides
+from stormpy.config import Config, ConfigError, load_config, parse_overrides, warn_unknown_keys
 from stormpy.errors import UserError
+from stormpy.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ def config_options(func: Callable[..., Any]) -> Callable[..., Any]:
             conf = load_config(config_file, user_overrides)
         except ConfigError as exc:
             _fail(str(exc))
+        warn_unknown_keys(conf, log)   # defaults are all known: only the file's and -c keys can warn
         try:
             return func(*args, conf=conf, user_overrides=user_overrides, **kwargs)
         except (UserError, ConfigError) as exc:
@@ -59,8 +61,9 @@ def _parallelism(values: tuple[str, ...]) -> dict[str, int]:
     return result
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("-v", "--verbose", is_flag=True, help="Log debug messages.")
+@click.version_option(__version__, "--version", prog_name="stormpy", message="%(prog)s %(version)s")
 def main(verbose: bool) -> None:
     """stormpy: Apache Storm, rebuilt in Python."""
     from stormpy.logs import setup_cli_logging
@@ -73,7 +76,13 @@ def main(verbose: bool) -> None:
 @main.command("dev-zookeeper")
 @config_options
 def dev_zookeeper(conf: Config, user_overrides: dict[str, Any]) -> None:
-    """Run a development ZooKeeper from the jars of the installed pyspark wheel."""
+    """Run a development ZooKeeper from the jars of the installed pyspark wheel.
+
+    \b
+    Port:   storm.zookeeper.port (2181)
+    Data:   dev.zookeeper.path (/tmp/dev-storm-zookeeper), locked against a second server
+    Log:    <dev.zookeeper.path>/zookeeper.log
+    """
     from stormpy.devzk import run_dev_zookeeper
 
     sys.exit(run_dev_zookeeper(conf))
@@ -82,7 +91,13 @@ def dev_zookeeper(conf: Config, user_overrides: dict[str, Any]) -> None:
 @main.command()
 @config_options
 def nimbus(conf: Config, user_overrides: dict[str, Any]) -> None:
-    """Run Nimbus: the Thrift master that schedules topologies."""
+    """Run Nimbus: the Thrift master that schedules topologies.
+
+    \b
+    Port:   nimbus.thrift.port (6627)
+    Data:   <storm.local.dir>/nimbus/ (storm-local/nimbus/): code, uploads, lock
+    Log:    <storm.log.dir>/nimbus.log (logs/nimbus.log)
+    """
     from stormpy.nimbus.daemon import run_nimbus
 
     sys.exit(run_nimbus(conf))
@@ -91,7 +106,13 @@ def nimbus(conf: Config, user_overrides: dict[str, Any]) -> None:
 @main.command()
 @config_options
 def supervisor(conf: Config, user_overrides: dict[str, Any]) -> None:
-    """Run a supervisor: launches and watches this host's worker processes."""
+    """Run a supervisor: launches and watches this host's worker processes.
+
+    \b
+    Ports:  supervisor.slots.ports (6700-6703) for workers, logviewer.port (8000) for worker logs
+    Data:   <storm.local.dir>/supervisor/ (storm-local/supervisor/): id, local state, lock
+    Log:    <storm.log.dir>/supervisor.log; workers: <storm.log.dir>/workers-artifacts/<id>/<port>/worker.log
+    """
     from stormpy.supervisor.daemon import run_supervisor
 
     sys.exit(run_supervisor(conf))
@@ -100,7 +121,13 @@ def supervisor(conf: Config, user_overrides: dict[str, Any]) -> None:
 @main.command()
 @config_options
 def ui(conf: Config, user_overrides: dict[str, Any]) -> None:
-    """Run the web UI and its JSON API (/api/v1/) over Nimbus."""
+    """Run the web UI, its JSON API (/api/v1/) and /metrics (Prometheus) over Nimbus.
+
+    \b
+    Port:   ui.port (8080) on ui.host (0.0.0.0); Nimbus at nimbus.seeds:nimbus.thrift.port
+    Data:   <storm.local.dir>/ui/ (lock only)
+    Log:    <storm.log.dir>/ui.log (logs/ui.log)
+    """
     from stormpy.ui.server import run_ui
 
     sys.exit(run_ui(conf))
@@ -113,13 +140,16 @@ def ui(conf: Config, user_overrides: dict[str, Any]) -> None:
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
 @click.option("--duration", type=float, default=0, show_default=True,
               help="Seconds to run; 0 runs until Ctrl-C.")
+@click.option("-e", "--environment", default=None,
+              help="streamparse environment: picks par={env: n} dicts and config.json's envs.<env>.")
 @config_options
-def local(topology_file: str, name: str | None, duration: float, conf: Config,
+def local(topology_file: str, name: str | None, duration: float, environment: str | None, conf: Config,
           user_overrides: dict[str, Any]) -> None:
     """Run a topology in this process, without a cluster."""
     from stormpy.local.runner import run_local
 
-    sys.exit(run_local(topology_file, name=name, duration=duration, conf=conf, user_overrides=user_overrides))
+    sys.exit(run_local(topology_file, name=name, duration=duration, conf=conf, user_overrides=user_overrides,
+                       environment=environment))
 
 
 @main.command()
@@ -127,14 +157,17 @@ def local(topology_file: str, name: str | None, duration: float, conf: Config,
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (topology.workers).")
 @click.option("--inactive", is_flag=True, help="Submit with status INACTIVE.")
+@click.option("-e", "--environment", default=None,
+              help="streamparse environment: picks par={env: n} dicts and config.json's envs.<env> "
+                   "(nimbus, options).")
 @config_options
-def submit(topology_file: str, name: str | None, workers: int | None, inactive: bool, conf: Config,
-           user_overrides: dict[str, Any]) -> None:
+def submit(topology_file: str, name: str | None, workers: int | None, inactive: bool, environment: str | None,
+           conf: Config, user_overrides: dict[str, Any]) -> None:
     """Upload a topology's code to Nimbus and start it."""
     from stormpy.client.submit import submit_topology_file
 
     submit_topology_file(topology_file, name=name, workers=workers, inactive=inactive, conf=conf,
-                         user_overrides=user_overrides)
+                         user_overrides=user_overrides, environment=environment)
 
 
 @main.command()
@@ -184,6 +217,37 @@ def rebalance(name: str, wait_secs: int | None, num_workers: int | None, executo
     from stormpy.client import commands
 
     commands.rebalance(conf, name, wait_secs, num_workers, _parallelism(executors))
+
+
+@main.command()
+@click.argument("name")
+@click.option("--component", default=None, help="Only this component's errors (default: every component).")
+@config_options
+def errors(name: str, component: str | None, conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Show a topology's last errors per component: time, host, port and message (Storm's get-errors)."""
+    from stormpy.client import ops
+
+    ops.show_errors(conf, name, component)
+
+
+@main.command()
+@click.argument("name")
+@click.option("--component", default=None, help="Only the workers running this component (default: all).")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option("-n", "--lines", "lines", type=click.IntRange(min=0), default=40, help="Last lines to print per worker.")
+@config_options
+def logs(name: str, component: str | None, follow: bool, lines: int, conf: Config,
+         user_overrides: dict[str, Any]) -> None:
+    """Print a topology's worker logs, read through the supervisors' log viewers (logviewer.port)."""
+    from stormpy.client import ops
+
+    ops.show_logs(conf, name, component, lines, follow)
+
+
+@main.command()
+def version() -> None:
+    """Print stormpy's version."""
+    click.echo(f"stormpy {__version__}")
 
 
 @main.command("list")

@@ -117,6 +117,7 @@ TOPOLOGY_ACKER_EXECUTORS = _key("topology.acker.executors", None, int, "Acker ta
 TOPOLOGY_MESSAGE_TIMEOUT_SECS = _key("topology.message.timeout.secs", 30, int, "A tuple tree not completed in this time fails.")
 TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = _key("topology.enable.message.timeouts", True, bool, "Whether tuple trees time out.")
 TOPOLOGY_MAX_SPOUT_PENDING = _key("topology.max.spout.pending", None, int, "Most pending (un-acked) tuples per spout task.")
+TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = _key("topology.trident.batch.emit.interval.millis", 500, int, "Trident: the master batch coordinator starts at most one new batch this often.")
 TOPOLOGY_MAX_TASK_PARALLELISM = _key("topology.max.task.parallelism", None, int, "Cap on any component's parallelism.")
 TOPOLOGY_TICK_TUPLE_FREQ_SECS = _key("topology.tick.tuple.freq.secs", None, (int, float), "Send bolts a tick tuple this often.")
 TOPOLOGY_DEBUG = _key("topology.debug", False, bool, "Log every emitted tuple.")
@@ -131,6 +132,7 @@ TOPOLOGY_TASK_RESTART_BACKOFF_SECS = _key("topology.task.restart.backoff.secs", 
 TOPOLOGY_STATS_SAMPLE_RATE = _key("topology.stats.sample.rate", 0.05, float, "Fraction of tuples whose latency is sampled.")
 TOPOLOGY_ENVIRONMENT = _key("topology.environment", None, dict, "Extra environment variables for worker processes.")
 TOPOLOGY_MODULE = _key("topology.module", None, str, "Module of the topology file (its stem), importable from the code archive's root.")
+TOPOLOGY_SUBPROCESS_TIMEOUT_SECS = _key("topology.subprocess.timeout.secs", 30, (int, float), "Multilang (ShellBolt/ShellSpout): seconds a subprocess may leave a handshake, spout command or heartbeat unanswered before its task restarts.")
 TOPOLOGY_SUBMITTER_USER = _key("topology.submitter.user", None, str, "Who submitted the topology (set by `stormpy submit`).")
 
 # ---------------------------------------------------------------- UI
@@ -240,3 +242,49 @@ def topology_keys(conf: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a config that travels with a topology: everything except daemon-only keys."""
     daemon_prefixes = ("nimbus.", "supervisor.", "ui.", "dev.zookeeper.")
     return {k: v for k, v in conf.items() if not k.startswith(daemon_prefixes)}
+
+
+# ---------------------------------------------------------------- operations: log viewer, retention, key checks
+LOGVIEWER_PORT = _key("logviewer.port", 8000, int, "Port of the supervisor's log viewer (worker logs over HTTP, `stormpy logs`).")
+LOGVIEWER_CLEANUP_AGE_MINS = _key("logviewer.cleanup.age.mins", 10080, int, "Delete worker log dirs of topologies gone this long.")
+LOGVIEWER_CLEANUP_INTERVAL_SECS = _key("logviewer.cleanup.interval.secs", 600, int, "How often the supervisor looks for old worker logs.")
+WORKER_LOG_MAX_BYTES = _key("worker.log.max.bytes", 100 * 1024 * 1024, int, "worker.log rotates at this size (5 old files kept).")
+
+#: Namespaces whose keys are all declared above: an unknown one there is most likely a typo.
+#: ``spark.*`` is checked only under ``spark.sink.``: other spark keys go to the SparkSession builder.
+CHECKED_NAMESPACES = ("storm.", "nimbus.", "supervisor.", "worker.", "topology.", "ui.", "transactional.",
+                      "spark.sink.", "logviewer.", "dev.")
+#: Storm keys read from component configs but without a global default.
+KNOWN_UNDECLARED = frozenset({"topology.tasks"})
+_warned: set[str] = set()
+
+
+def unknown_keys(values: Iterable[str]) -> list[tuple[str, str | None]]:
+    """``(key, closest known key or None)`` for each key in a checked namespace that is not declared."""
+    import difflib
+
+    known = sorted(set(KEYS) | KNOWN_UNDECLARED)
+    found = []
+    for name in values:
+        if isinstance(name, str) and name.startswith(CHECKED_NAMESPACES) and name not in KEYS \
+                and name not in KNOWN_UNDECLARED:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            found.append((name, close[0] if close else None))
+    return found
+
+
+def warn_unknown_keys(values: Iterable[str], logger: Any = None) -> list[str]:
+    """Log one warning per unknown key (once per process), naming the closest known key; returns
+    the warning texts. User keys outside the checked namespaces stay silent."""
+    import logging
+
+    logger = logger or logging.getLogger(__name__)
+    texts = []
+    for name, close in unknown_keys(values):
+        if name in _warned:
+            continue
+        _warned.add(name)
+        text = f"unknown config key {name!r}" + (f" (did you mean {close}?)" if close else "")
+        logger.warning("%s", text)
+        texts.append(text)
+    return texts

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from stormpy import config as cfg
+from stormpy.daemon_guard import DaemonLock
 from stormpy.errors import UserError
 from stormpy.signals import StopOnSignals
 from stormpy.testing.processes import port_open
@@ -21,11 +22,13 @@ log = logging.getLogger(__name__)
 def run_dev_zookeeper(conf: cfg.Config) -> int:
     """Start ZooKeeper and block until a signal; returns the exit code."""
     port = conf[cfg.STORM_ZOOKEEPER_PORT]
-    if port_open("127.0.0.1", port):
-        raise UserError(f"port {port} is already in use (another ZooKeeper?); set storm.zookeeper.port")
-    server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0")
-    with StopOnSignals(who="dev-zookeeper") as signals:
-        return _serve(server, port, signals)
+    # Two servers on one data dir would corrupt it: the lock comes before any file is written.
+    with DaemonLock(conf[cfg.DEV_ZOOKEEPER_PATH], "dev-zookeeper", key="dev.zookeeper.path"):
+        if port_open("127.0.0.1", port):
+            raise UserError(f"port {port} is already in use (another ZooKeeper?); set storm.zookeeper.port")
+        server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0")
+        with StopOnSignals(who="dev-zookeeper") as signals:
+            return _serve(server, port, signals)
 
 
 def _serve(server: ZooKeeperServer, port: int, signals: StopOnSignals) -> int:

@@ -66,6 +66,34 @@ def normalize_root(root: str | None) -> str:
     return root
 
 
+class _QuietReconnects(logging.Filter):
+    """kazoo logs "Connection dropped: ..." for every reconnect attempt (seven lines before our
+    error when ZooKeeper is down). Let the first one of an outage through, drop the repeats and
+    kazoo's "Failed connecting ... retry policy" (our own one-line error follows), until a
+    session connects again (``reset``). Installed once on kazoo's logger, shared by all sessions."""
+
+    _REPEATS = ("Connection dropped", "Connection time-out", "Failed connecting to Zookeeper")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._told = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self._REPEATS):
+            return True
+        if self._told or str(record.msg).startswith("Failed connecting"):
+            return False
+        self._told = True
+        return True
+
+    def reset(self) -> None:
+        self._told = False
+
+
+_QUIET = _QuietReconnects()
+logging.getLogger("kazoo.client").addFilter(_QUIET)
+
+
 def _unreachable(hosts: str, timeout_s: float) -> UserError:
     return UserError(f"cannot reach ZooKeeper at {hosts} within {timeout_s:g}s "
                      f"(storm.zookeeper.servers / storm.zookeeper.port)")
@@ -124,6 +152,7 @@ class ZkSession:
             self.zk.close()
             raise _unreachable(self.hosts, self._connect_timeout_s) from None
         self._connected.set()
+        _QUIET.reset()
         # Registered after start(): the first CONNECTED is the one we just waited for.
         self.zk.add_listener(self._on_kazoo_state)
         self._dispatcher.start()
@@ -194,6 +223,7 @@ class ZkSession:
 
     def _on_connected(self) -> None:
         self._connected.set()
+        _QUIET.reset()
         log.info("ZooKeeper connection (re)established (%s)", self.hosts)
         self.enqueue(self._after_reconnect)
 

@@ -14,6 +14,7 @@ import threading
 
 from stormpy import config as cfg
 from stormpy.cluster_state import ClusterState
+from stormpy.daemon_guard import check_ports_free, local_dir_lock
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.nimbus.core import Nimbus
@@ -93,13 +94,18 @@ class NimbusDaemon:
 
 def run_nimbus(conf: cfg.Config) -> int:
     """Run Nimbus in the foreground until SIGTERM or Ctrl-C; returns the exit code."""
-    path = add_file_log(daemon_log_path(conf[cfg.STORM_LOG_DIR], "nimbus"))
-    log.info("Nimbus logging to %s", path)
-    daemon = NimbusDaemon(conf)
-    with StopOnSignals(daemon.stop_event, who="nimbus") as signals:
-        try:
-            daemon.start()
-            signals.wait()
-        finally:
-            daemon.stop(reason=signals.reason("stop requested" if daemon.stop_event.is_set() else "startup failed"))
+    # Refuse before taking leadership or touching <storm.local.dir>/nimbus: a second Nimbus on
+    # the same dir or port would otherwise wait for the lock and then fail half-way.
+    with local_dir_lock(conf[cfg.STORM_LOCAL_DIR], "nimbus"):
+        check_ports_free("Nimbus", [(conf[cfg.NIMBUS_THRIFT_PORT], "nimbus.thrift.port")])
+        path = add_file_log(daemon_log_path(conf[cfg.STORM_LOG_DIR], "nimbus"))
+        log.info("Nimbus logging to %s", path)
+        daemon = NimbusDaemon(conf)
+        with StopOnSignals(daemon.stop_event, who="nimbus") as signals:
+            try:
+                daemon.start()
+                signals.wait()
+            finally:
+                daemon.stop(reason=signals.reason("stop requested" if daemon.stop_event.is_set()
+                                                  else "startup failed"))
     return 0

@@ -22,13 +22,16 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from stormpy import config as C
+from stormpy.daemon_guard import check_ports_free, local_dir_lock
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.signals import StopOnSignals
 from stormpy.supervisor import localstate
 from stormpy.supervisor.launcher import Launcher
+from stormpy.supervisor.logviewer import LogCleaner, LogViewer
 from stormpy.supervisor.slot import Heartbeat, Limits, LocalAssignment, Phase, SlotState, adopted, step
 from stormpy.supervisor.sync import Syncer
 from stormpy.thrift import storm
@@ -101,6 +104,7 @@ class Supervisor:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watch: Any = None
+        self.logviewer: LogViewer | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -112,10 +116,12 @@ class Supervisor:
         self.syncer = Syncer(self.conf, self.state, self.supervisor_id, self.ports, self.lstate,
                              lambda: connect(self.conf))
         self._adopt_workers()
+        self._start_logviewer()
         self.heartbeat()
         self._watch = self.state.watch_assignments(self._sync_wanted.set)
         for name, target in (("supervisor-heartbeat", self._heartbeat_loop), ("supervisor-sync", self._sync_loop),
-                             ("supervisor-processes", self._process_loop)):
+                             ("supervisor-processes", self._process_loop),
+                             ("supervisor-logcleaner", self._log_cleaner_loop)):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -130,10 +136,28 @@ class Supervisor:
         self._step_wanted.set()
         for thread in self._threads:
             thread.join(timeout=15)
+        if self.logviewer is not None:
+            self.logviewer.stop(reason)
         if self._watch is not None:
             self._watch.stop()
         if self.state is not None:
             self.state.close()
+
+    def _start_logviewer(self) -> None:
+        """Serve worker logs on logviewer.port (negative: off). ``run_supervisor`` checked the port;
+        an embedded supervisor (tests) whose port is taken runs on without one, saying so."""
+        port = self.conf[C.LOGVIEWER_PORT]
+        if port is None or port < 0:
+            return
+        try:
+            self.logviewer = LogViewer(self.conf[C.STORM_LOG_DIR], port).start()
+        except OSError as exc:
+            log.warning("log viewer not started on port %d (logviewer.port): %s", port, exc.strerror or exc)
+
+    def _log_cleaner_loop(self) -> None:
+        cleaner = LogCleaner(self.conf[C.STORM_LOG_DIR], self.conf[C.LOGVIEWER_CLEANUP_AGE_MINS] * 60.0,
+                             lambda: self.state.assignment_ids())
+        cleaner.run(self._stop, max(1.0, float(self.conf[C.LOGVIEWER_CLEANUP_INTERVAL_SECS])))
 
     # ------------------------------------------------------------ approved workers (process thread)
 
@@ -187,7 +211,8 @@ class Supervisor:
         used = [port for port, s in self.slots.items() if s.phase is not Phase.EMPTY]
         info = storm.SupervisorInfo(time_secs=int(time.time()), hostname=self.hostname,
                                     assignment_id=self.supervisor_id, used_ports=used, meta=list(self.ports),
-                                    uptime_secs=int(time.time() - self.started_at), version=DAEMON_VERSION)
+                                    uptime_secs=int(time.time() - self.started_at), version=DAEMON_VERSION,
+                                    logviewer_port=self.logviewer.port if self.logviewer else 0)
         self.state.set_supervisor_info(self.supervisor_id, info)
 
     def _heartbeat_loop(self) -> None:
@@ -250,12 +275,32 @@ class Supervisor:
 def run_supervisor(conf: Mapping[str, Any]) -> int:
     """``stormpy supervisor``: run until SIGTERM/SIGINT; returns the exit code."""
     conf = conf if isinstance(conf, C.Config) else C.Config(conf)
-    path = add_file_log(daemon_log_path(conf[C.STORM_LOG_DIR], "supervisor"))
-    log.info("supervisor logging to %s", path)
-    with StopOnSignals(who="supervisor") as signals:
-        supervisor = Supervisor(conf).start()
-        try:
-            signals.wait()
-        finally:
-            supervisor.stop(reason=signals.reason("supervisor exiting"))
+    # Before anything that reads or writes the local dir: a second supervisor there would take
+    # over the first one's id (localstate) and its ZooKeeper node.
+    lock = local_dir_lock(conf[C.STORM_LOCAL_DIR], "supervisor").acquire()
+    try:
+        check_ports_free("supervisor", supervisor_ports(conf))
+        path = add_file_log(daemon_log_path(conf[C.STORM_LOG_DIR], "supervisor"))
+        log.info("supervisor logging to %s", path)
+        with StopOnSignals(who="supervisor") as signals:
+            supervisor = Supervisor(conf).start()
+            try:
+                signals.wait()
+            finally:
+                supervisor.stop(reason=signals.reason("supervisor exiting"))
+    finally:
+        lock.release()
     return 0
+
+
+def supervisor_ports(conf: C.Config) -> list[tuple[int, str]]:
+    """Ports this supervisor needs free: its log viewer, and every slot port except those whose
+    worker a previous run started (approved in localstate): that worker holds it and is adopted."""
+    ports = []
+    if conf[C.LOGVIEWER_PORT] and conf[C.LOGVIEWER_PORT] > 0:
+        ports.append((int(conf[C.LOGVIEWER_PORT]), "logviewer.port"))
+    has_state = (Path(conf[C.STORM_LOCAL_DIR]) / "supervisor" / "localstate").is_dir()
+    adopted_ports = set(localstate.LocalState(conf[C.STORM_LOCAL_DIR]).approved_workers().values()) if has_state else set()
+    ports.extend((int(p), "supervisor.slots.ports") for p in conf[C.SUPERVISOR_SLOTS_PORTS]
+                 if int(p) not in adopted_ports)
+    return ports

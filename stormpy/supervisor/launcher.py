@@ -2,7 +2,8 @@
 
 A worker is ``python -m stormpy.worker <topology-id> <supervisor-id> <port> <worker-id>
 --conf <file>``, started in its own session with stdout and stderr appended to
-``<storm.log.dir>/workers-artifacts/<topology-id>/<port>/worker.log``. Nothing ties its life to
+``<storm.log.dir>/workers-artifacts/<topology-id>/<port>/worker.log.out`` (the worker logs to
+``worker.log`` next to it, rotating). Nothing ties its life to
 the supervisor: no pipes, no shared process group, so stopping (or SIGKILLing) the supervisor
 leaves its workers running and a restarted supervisor adopts them by pid.
 
@@ -23,7 +24,7 @@ from typing import Any
 import psutil
 
 from stormpy import config as C
-from stormpy.logs import worker_log_path
+from stormpy.logs import worker_log_path, worker_out_path
 from stormpy.supervisor import localstate
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,9 @@ class Launcher:
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in (topology_conf.get(C.TOPOLOGY_ENVIRONMENT.name) or {}).items()})
         env["PYTHONUNBUFFERED"] = "1"
-        with open(log_path, "ab") as out:
+        # The worker writes worker.log itself (rotating at worker.log.max.bytes); its raw
+        # stdout/stderr go to worker.log.out, which only holds what bypasses logging.
+        with open(worker_out_path(log_path), "ab") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, start_new_session=True, close_fds=True)
         self._children[proc.pid] = proc

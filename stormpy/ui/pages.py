@@ -46,6 +46,10 @@ def component_href(topology_id: str, component_id: str, window: str | None = Non
     return "/component.html?" + urlencode(query)
 
 
+def graph_href(topology_id: str) -> str:
+    return "/topology_graph.html?" + urlencode({"id": topology_id})
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], empty: str = "None") -> Html:
     """A table; cells are escaped unless they are ``Html``."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
@@ -62,6 +66,7 @@ def section(title: str, content: str) -> Html:
 def page(title: str, content: str) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(title)} - stormpy UI</title>"
+            '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
             '<link rel="stylesheet" href="/static/ui.css"><script src="/static/ui.js" defer></script>'
             '</head><body><header><a href="/">stormpy UI</a></header>'
             f"<main><h1>{esc(title)}</h1>{content}</main></body></html>\n")
@@ -172,6 +177,7 @@ def render_topology(doc: Mapping[str, Any]) -> str:
         ["Name", "Id", "Status", "Uptime", "Workers", "Executors", "Tasks", "Message timeout"],
         [[doc["name"], tid, doc["status"], doc["uptime"], doc["workersTotal"], doc["executorsTotal"],
           doc["tasksTotal"], f'{doc["msgTimeout"]} s' if doc.get("msgTimeout") is not None else ""]]))]
+    parts.append(section("Topology Visualization", link(graph_href(tid), "Show the topology graph")))
     parts.append(section("Topology Actions", _actions(doc)))
     parts.append(section("Topology Stats", table(
         ["Window", "Emitted", "Transferred", "Complete latency (ms)", "Acked", "Failed"],
@@ -241,6 +247,11 @@ def render_component(doc: Mapping[str, Any]) -> str:
          + ([e["completeLatency"], e["acked"], e["failed"]] if is_spout else
             [e["capacity"], e["executeLatency"], e["executed"], e["processLatency"], e["acked"], e["failed"]])
          for e in doc["executorStats"]], empty="No executors assigned")))
+    metric_rows = [[e["id"], name, f"{value:,.1f}" if isinstance(value, float) and not value.is_integer() else
+                    f"{value:,.0f}"] for e in doc["executorStats"] for name, value in e.get("metrics", {}).items()]
+    if metric_rows:
+        parts.append(section("Metrics (all time; Trident: txid, batches committed, batch latency)",
+                             table(["Executor", "Metric", "Value"], metric_rows)))
     parts.append(_errors_section({cid: doc["componentErrors"]}))
     return page(f"Component {cid}", "".join(parts))
 
@@ -313,7 +324,11 @@ document.addEventListener("DOMContentLoaded", function () {
 });
 """
 
+FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+           'fill="#1d3557"/><path d="M9 1 3 9h4l-1 6 6-8H8z" fill="#ffd166"/></svg>')
+
 STATIC: dict[str, tuple[str, str]] = {
+    "favicon.svg": ("image/svg+xml", FAVICON),
     "ui.css": ("text/css; charset=utf-8", CSS.lstrip()),
     "ui.js": ("text/javascript; charset=utf-8", JS.lstrip()),
 }

@@ -26,12 +26,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from thriftpy2.transport import TTransportException
 
 import stormpy
-from stormpy.config import NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOG_DIR, UI_HOST, UI_PORT, Config
+from stormpy.config import NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT, Config
+from stormpy.daemon_guard import local_dir_lock
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.signals import StopOnSignals
 from stormpy.thrift import storm
-from stormpy.ui import api, pages
+from stormpy.ui import api, graph, metrics, pages
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ class UIApp:
             ("GET", r"/api/v1/topology/summary", self.on_topology_summary, "api"),
             ("GET", topo, self.on_topology, "api"),
             ("GET", topo + r"/component/(?P<component>[^/]+)", self.on_component, "api"),
+            ("GET", topo + r"/visualization", self.on_visualization, "api"),
             ("POST", topo + r"/activate", self.on_activate, "api"),
             ("POST", topo + r"/deactivate", self.on_deactivate, "api"),
             ("POST", topo + r"/rebalance/(?P<wait>[^/]+)", self.on_rebalance, "api"),
@@ -108,6 +110,9 @@ class UIApp:
             ("GET", r"/(?:index\.html)?", self.on_index_page, "page"),
             ("GET", r"/topology\.html", self.on_topology_page, "page"),
             ("GET", r"/component\.html", self.on_component_page, "page"),
+            ("GET", r"/topology_graph\.html", self.on_graph_page, "page"),
+            ("GET", r"/metrics", self.on_metrics, "page"),
+            ("GET", r"/favicon\.ico", self.on_favicon, "page"),
             ("GET", r"/static/(?P<name>[^/]+)", self.on_static, "page"),
         ]
         self.routes = [Route(m, re.compile(p + r"/?"), h, k) for m, p, h, k in table]
@@ -244,6 +249,18 @@ class UIApp:
     def on_component(self, req: Request) -> dict[str, Any]:
         return self.component_doc(req.params["id"], req.params["component"], req.query)
 
+    def on_visualization(self, req: Request) -> dict[str, Any]:
+        window = api.check_window(req.query.get("window"))
+        with self.nimbus() as client:
+            info = client.getTopologyInfo(req.params["id"])
+            topology = client.getTopology(req.params["id"])
+        return graph.visualization(info, topology, window, self._include_sys(req.query))
+
+    def on_metrics(self, req: Request) -> Response:
+        with self.nimbus() as client:
+            body = metrics.scrape(client)
+        return Response(200, metrics.CONTENT_TYPE, body)
+
     # ------------------------------------------------------------ POST /api/v1
     # Nimbus acts on topology NAMES; the API (like Storm's) addresses topologies by id.
     def _act(self, req: Request, operation: str, call: Callable[[Any, str], None]) -> dict[str, Any]:
@@ -296,8 +313,19 @@ class UIApp:
             raise api.bad_request("component.html needs ?topology_id=<topology id>&id=<component id>")
         return pages.render_component(self.component_doc(topology_id, component_id, req.query))
 
+    def on_graph_page(self, req: Request) -> str:
+        topology_id = req.query.get("id")
+        if not topology_id:
+            raise api.bad_request("topology_graph.html needs ?id=<topology id>")
+        with self.nimbus() as client:
+            info = client.getTopologyInfo(topology_id)
+        return graph.render_graph_page(info.id, info.name)
+
+    def on_favicon(self, req: Request) -> Response:
+        return Response(200, "image/svg+xml", pages.FAVICON.encode(), {"Cache-Control": "max-age=86400"})
+
     def on_static(self, req: Request) -> Response:
-        asset = pages.STATIC.get(req.params["name"])
+        asset = pages.STATIC.get(req.params["name"]) or graph.STATIC.get(req.params["name"])
         if asset is None:
             raise api.not_found(f"no static file {req.params['name']!r}")
         content_type, text = asset
@@ -372,6 +400,11 @@ def make_server(conf: Config, host: str, port: int, connect: Connect | None = No
 
 def run_ui(conf: Config) -> int:
     """``stormpy ui``: serve on ui.host:ui.port until SIGTERM or Ctrl-C, then exit 0."""
+    with local_dir_lock(conf[STORM_LOCAL_DIR], "ui"):    # two UIs would share ui.log
+        return _run_ui(conf)
+
+
+def _run_ui(conf: Config) -> int:
     log_path = add_file_log(daemon_log_path(conf[STORM_LOG_DIR], "ui"))
     host, port = conf[UI_HOST], conf[UI_PORT]
     try:

@@ -1,8 +1,9 @@
 """``python -m stormpy.worker <topology-id> <supervisor-id> <port> <worker-id> --conf FILE``.
 
-The supervisor starts this with stdout/stderr appended to the worker's log file
-(``<storm.log.dir>/workers-artifacts/<topology-id>/<port>/worker.log``); when started by hand
-(stderr elsewhere) the worker also logs to that file itself. SIGTERM stops it cleanly: spouts
+The worker logs to ``<storm.log.dir>/workers-artifacts/<topology-id>/<port>/worker.log``,
+rotating at ``worker.log.max.bytes``; the supervisor appends its raw stdout/stderr to
+``worker.log.out`` next to it (and the worker then routes print() into the log); started by
+hand (stderr elsewhere) it also logs to stderr. SIGTERM stops it cleanly: spouts
 paused, executors drained for at most half of ``supervisor.worker.shutdown.sleep.secs``, then
 exit 0. A worker that cannot start (no assignment for its port, code missing) exits 2.
 """
@@ -15,7 +16,7 @@ import os
 import sys
 
 from stormpy import config as C
-from stormpy.logs import FORMAT, add_file_log, worker_log_path
+from stormpy.logs import FORMAT, LogWriter, add_file_log, worker_log_path, worker_out_path
 from stormpy.signals import StopOnSignals
 
 log = logging.getLogger("stormpy.worker")
@@ -42,16 +43,23 @@ def _load_conf(args: argparse.Namespace) -> C.Config:
 
 
 def _setup_logging(conf: C.Config, topology_id: str, port: int) -> None:
-    logging.basicConfig(level=logging.INFO, format=FORMAT, stream=sys.stderr)
-    for noisy in ("kazoo", "thriftpy2"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    """Log to worker.log, rotated at ``worker.log.max.bytes``. Under a supervisor (stderr is
+    ``worker.log.out``) nothing else is written to stderr and print() goes to the log too, so a
+    chatty worker cannot fill the disk; started by hand, the worker also logs to stderr."""
     path = worker_log_path(conf[C.STORM_LOG_DIR], topology_id, port)
     try:
-        same = path.exists() and os.path.samestat(os.fstat(2), os.stat(path))
+        out = worker_out_path(path)
+        supervised = out.exists() and os.path.samestat(os.fstat(2), os.stat(out))
     except OSError:
-        same = False
-    if not same:
-        add_file_log(path)
+        supervised = False
+    if not supervised:
+        logging.basicConfig(level=logging.INFO, format=FORMAT, stream=sys.stderr)
+    for noisy in ("kazoo", "thriftpy2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    add_file_log(path, max_bytes=conf[C.WORKER_LOG_MAX_BYTES])
+    if supervised:
+        sys.stdout = LogWriter(logging.getLogger("STDOUT"), logging.INFO, sys.__stdout__)  # type: ignore[assignment]
+        sys.stderr = LogWriter(logging.getLogger("STDERR"), logging.ERROR, sys.__stderr__)  # type: ignore[assignment]
 
 
 def main(argv: list[str] | None = None) -> int:

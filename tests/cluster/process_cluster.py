@@ -132,7 +132,8 @@ class ProcessCluster:
     def supervisor_conf(self, index: int) -> dict[str, Any]:
         return {**self.conf, "storm.local.dir": str(self.base / f"supervisor-{index}" / "local"),
                 "storm.log.dir": str(self.base / f"supervisor-{index}" / "logs"),
-                "supervisor.slots.ports": [free_port() for _ in range(self.ports_per_supervisor)]}
+                "supervisor.slots.ports": [free_port() for _ in range(self.ports_per_supervisor)],
+                "logviewer.port": free_port()}
 
     def add_supervisor(self, index: int) -> DaemonProcess:
         proc = self.daemon("supervisor", self.supervisor_conf(index), f"supervisor-{index}")

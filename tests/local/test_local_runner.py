@@ -112,3 +112,45 @@ def test_bad_topology_file_is_a_one_line_error(run_local, tmp_path: Path) -> Non
     assert proc.wait(60) == 1
     errors = [line for line in proc.lines if line.startswith("stormpy: error:")]
     assert len(errors) == 1 and "syntax error" in errors[0], proc.lines
+
+
+NEVER_INIT = Path(__file__).resolve().parent / "topologies" / "never_init.py"
+CRASH_LOOP = Path(__file__).resolve().parent / "topologies" / "crash_loop.py"
+
+
+def test_healthy_run_names_its_units_and_says_no_errors(run_local) -> None:
+    proc = run_local("examples/wordcount.py", "--duration", "6")
+    assert proc.wait(90) == 0, "\n".join(proc.lines)
+    progress = [line for line in proc.lines if line.startswith("[") and "spout tuples emitted=" in line]
+    assert progress and all("spout tuples acked/s" in line and "bolt tuples executed=" in line for line in progress)
+    assert proc.lines[-1] == "stormpy local: no component reported an error"
+
+
+def test_component_that_never_initializes_fails_the_run(run_local) -> None:
+    proc = run_local(str(NEVER_INIT), "--duration", "4")
+    assert proc.wait(90) == 1, "\n".join(proc.lines)
+    errors = [line for line in proc.lines if line.startswith("stormpy local: error:")]
+    assert len(errors) == 1, "\n".join(proc.lines)
+    assert errors[0].startswith("stormpy local: error: component broken never initialized: ")
+    assert errors[0].endswith("last: RuntimeError: no database at db.invalid")
+
+
+def test_component_that_crash_loops_fails_the_run_and_healthy_ones_are_not_blamed(run_local) -> None:
+    proc = run_local(str(CRASH_LOOP), "--duration", "4")
+    assert proc.wait(90) == 1, "\n".join(proc.lines)
+    errors = [line for line in proc.lines if line.startswith("stormpy local: error:")]
+    assert len(errors) == 1, "\n".join(proc.lines)
+    assert errors[0].startswith("stormpy local: error: component looping crash-looped the whole run: ")
+    assert "KeyError: 'missing-field'" in errors[0]
+    assert not any("component good" in line or "component sink" in line for line in proc.lines)
+
+
+def test_readme_writing_a_topology_example_runs_as_written(run_local, tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    code = readme.split("## Writing a topology", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    topo = tmp_path / "my_wordcount.py"
+    topo.write_text(code)
+    proc = run_local(str(topo), "--duration", "3")
+    assert proc.wait(90) == 0, "\n".join(proc.lines)
+    final = [line for line in proc.lines if line.startswith("[") and "spout tuples emitted=" in line][-1]
+    assert "acked=0 " not in final and proc.lines[-1] == "stormpy local: no component reported an error"

@@ -59,7 +59,7 @@ def setup(zk_conf, tmp_path):
             "supervisor.monitor.frequency.secs": 1, "supervisor.sync.freq.secs": 1,
             "supervisor.heartbeat.frequency.secs": 1, "supervisor.worker.timeout.secs": 5,
             "supervisor.worker.shutdown.sleep.secs": 2, "supervisor.worker.start.timeout.secs": 30,
-            "task.refresh.poll.secs": 1,
+            "task.refresh.poll.secs": 1, "logviewer.port": free_port(),
             "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": free_port()}
     localstate.LocalState(local).set_supervisor_id(SUPERVISOR_ID)
     # the "download": the three files and the unzipped code, as sync would leave them

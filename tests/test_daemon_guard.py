@@ -1,0 +1,160 @@
+"""Start-up safety: directory locks, taken ports, unknown config keys, ZooKeeper down.
+
+The lock and port cases run real ``stormpy`` daemon processes against the session ZooKeeper:
+the acceptance case is two supervisors on one ``storm.local.dir`` (the second exits 1 with one
+line; the first keeps its id and its ZooKeeper node).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stormpy.cluster_state import ClusterState
+from stormpy.config import unknown_keys, warn_unknown_keys
+from stormpy.daemon_guard import DaemonLock, check_ports_free, local_dir_lock
+from stormpy.errors import UserError
+from stormpy.supervisor import localstate
+from stormpy.testing import free_port, wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _stormpy(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "stormpy.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=str(cwd))
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("stormpy: error:")]
+
+
+# ---------------------------------------------------------------- pure parts
+
+def test_second_lock_on_a_directory_is_refused_and_freed_when_the_holder_dies(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from stormpy.daemon_guard import local_dir_lock; "
+        f"local_dir_lock({str(tmp_path)!r}, 'supervisor').acquire(); print('locked', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(UserError) as err:
+            local_dir_lock(tmp_path, "supervisor").acquire()
+        assert f"another supervisor (pid {holder.pid}) is already running with storm.local.dir" in str(err.value)
+        with local_dir_lock(tmp_path, "nimbus"):         # another kind shares the dir
+            pass
+    finally:
+        holder.kill()
+        holder.wait(10)
+    with local_dir_lock(tmp_path, "supervisor") as lock:  # the kernel dropped the dead holder's lock
+        assert (tmp_path / "supervisor" / "daemon.lock").read_text().strip() == str(os.getpid())
+        assert isinstance(lock, DaemonLock)
+
+
+def test_taken_port_is_named_with_its_key() -> None:
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(UserError, match=rf"supervisor cannot use port {port} \(logviewer.port\): "
+                                            r"address already in use"):
+            check_ports_free("supervisor", [(free_port(), "supervisor.slots.ports"), (port, "logviewer.port")])
+
+
+def test_unknown_keys_in_checked_namespaces_get_one_warning_with_the_closest_key(caplog: pytest.LogCaptureFixture) -> None:
+    assert unknown_keys(["nimbus.thrif.port", "my.own.key", "spark.sql.shuffle.partitions", "topology.tasks",
+                         "topology.workers", "logviewer.prot"]) == [
+        ("nimbus.thrif.port", "nimbus.thrift.port"), ("logviewer.prot", "logviewer.port")]
+    with caplog.at_level(logging.WARNING):
+        first = warn_unknown_keys(["supervisor.slot.ports", "wordcount.output"])
+        again = warn_unknown_keys(["supervisor.slot.ports"])
+    assert first == ["unknown config key 'supervisor.slot.ports' (did you mean supervisor.slots.ports?)"]
+    assert again == []
+    assert [r.getMessage() for r in caplog.records].count(first[0]) == 1
+
+
+def test_cli_and_topology_config_warn_about_typos(tmp_path: Path) -> None:
+    topo = tmp_path / "typo_topo.py"
+    topo.write_text(
+        "from stormpy import Bolt, Spout, Topology\n"
+        "class S(Spout):\n    outputs = ['x']\n    def next_tuple(self):\n        pass\n"
+        "class T(Topology):\n    config = {'topology.max.spout.pendng': 10, 'my.app.key': 1}\n    s = S.spec()\n")
+    result = _stormpy("local", str(topo), "--duration", "1", "-c", "topology.mesage.timeout.secs=3",
+                      "-c", "app.threshold=5", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "unknown config key" in line]
+    assert len(warnings) == 2, result.stderr
+    assert "'topology.mesage.timeout.secs' (did you mean topology.message.timeout.secs?)" in warnings[0]
+    assert "'topology.max.spout.pendng' (did you mean topology.max.spout.pending?)" in warnings[1]
+    assert "my.app.key" not in result.stderr and "app.threshold" not in result.stderr
+
+
+# ---------------------------------------------------------------- real daemons
+
+def _supervisor_conf(zk_conf: dict, local: Path, logs: Path) -> dict:
+    return {**zk_conf, "storm.local.dir": str(local), "storm.log.dir": str(logs),
+            "storm.local.hostname": "127.0.0.1", "supervisor.slots.ports": [free_port()],
+            "logviewer.port": free_port(), "supervisor.heartbeat.frequency.secs": 1,
+            "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": free_port()}
+
+
+def test_second_supervisor_on_the_same_local_dir_exits_1_and_the_first_keeps_its_id(daemons, zk_conf, tmp_path):
+    local = tmp_path / "local"
+    first_conf = _supervisor_conf(zk_conf, local, tmp_path / "logs")
+    first = daemons.start("supervisor", first_conf, name="first", ready_port=first_conf["logviewer.port"])
+    state = ClusterState(zk_conf)
+    try:
+        first_id = wait_until(lambda: localstate.LocalState(local).supervisor_id(), 30, "the first supervisor's id")
+        wait_until(lambda: first_id in state.supervisors(), 30, "the first supervisor in ZooKeeper")
+        second_conf = {**_supervisor_conf(zk_conf, local, tmp_path / "logs-2")}
+        second = daemons.start("supervisor", second_conf, name="second")
+        wait_until(lambda: not second.is_alive(), 60, "the second supervisor to exit")
+        assert second.returncode == 1
+        errors = _error_lines(second.output())
+        assert errors == [f"stormpy: error: another supervisor (pid {first.pid}) is already running with "
+                          f"storm.local.dir {local.resolve()}; stop it or give this supervisor its own "
+                          "storm.local.dir"], second.output()
+        assert first.is_alive()
+        assert localstate.LocalState(local).supervisor_id() == first_id
+        assert list(state.supervisors()) == [first_id]
+        assert not (tmp_path / "logs-2" / "supervisor.log").exists()    # refused before logging anywhere
+    finally:
+        state.close()
+
+
+def test_supervisor_and_nimbus_refuse_taken_ports(zk_conf, tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen()
+        taken = sock.getsockname()[1]
+        result = _stormpy("supervisor", "-c", f"storm.local.dir={tmp_path / 'sup'}", "-c", f"logviewer.port={taken}",
+                          "-c", f"storm.zookeeper.port={zk_conf['storm.zookeeper.port']}", cwd=tmp_path)
+        assert result.returncode == 1
+        assert _error_lines(result.stderr) == [
+            f"stormpy: error: supervisor cannot use port {taken} (logviewer.port): address already in use "
+            "(another daemon running? set logviewer.port)"], result.stderr
+        assert not (tmp_path / "sup" / "supervisor" / "localstate").exists()
+        result = _stormpy("nimbus", "-c", f"storm.local.dir={tmp_path / 'nim'}", "-c", f"nimbus.thrift.port={taken}",
+                          cwd=tmp_path)
+        assert result.returncode == 1
+        assert _error_lines(result.stderr) == [
+            f"stormpy: error: Nimbus cannot use port {taken} (nimbus.thrift.port): address already in use "
+            "(another daemon running? set nimbus.thrift.port)"], result.stderr
+
+
+def test_zookeeper_down_gives_one_retry_line_then_the_error(tmp_path: Path) -> None:
+    port = free_port()
+    result = _stormpy("supervisor", "-c", f"storm.zookeeper.port={port}", "-c", "storm.zookeeper.connection.timeout=3000",
+                      "-c", f"logviewer.port={free_port()}", "-c", f"supervisor.slots.ports=[{free_port()}]",
+                      cwd=tmp_path)
+    assert result.returncode == 1
+    assert _error_lines(result.stderr) == [f"stormpy: error: cannot reach ZooKeeper at localhost:{port} within 3s "
+                                           "(storm.zookeeper.servers / storm.zookeeper.port)"], result.stderr
+    kazoo_lines = [line for line in result.stderr.splitlines() if "kazoo" in line]
+    assert len(kazoo_lines) <= 1, result.stderr
