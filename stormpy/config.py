@@ -151,6 +151,7 @@ SPARK_SINK_MODE = _key("spark.sink.mode", None, str, "Spark save mode of the bui
 SPARK_SINK_PARTITION_BY = _key("spark.sink.partition.by", None, (list, str), "Columns to partition the output by.")
 SPARK_SINK_TABLE = _key("spark.sink.table", None, str, "Write batches with saveAsTable to this table instead of a path.")
 SPARK_SINK_SCHEMA = _key("spark.sink.schema", None, str, "Sink schema as a DDL string; default: inferred from the first batch.")
+SPARK_STATE_TEST_DIE_AFTER_WRITE = _key("spark.state.test.die.after.write", None, int, "TEST HOOK, never in production: the first SparkState task to publish this txid SIGKILLs its own worker before the commit completes (once per output).")
 SPARK_SINK_OPTIONS = _key("spark.sink.options", None, dict, "Extra writer options, e.g. {header: true} for csv.")
 
 
@@ -253,7 +254,7 @@ WORKER_LOG_MAX_BYTES = _key("worker.log.max.bytes", 100 * 1024 * 1024, int, "wor
 #: Namespaces whose keys are all declared above: an unknown one there is most likely a typo.
 #: ``spark.*`` is checked only under ``spark.sink.``: other spark keys go to the SparkSession builder.
 CHECKED_NAMESPACES = ("storm.", "nimbus.", "supervisor.", "worker.", "topology.", "ui.", "transactional.",
-                      "spark.sink.", "logviewer.", "dev.")
+                      "spark.sink.", "spark.state.", "logviewer.", "dev.")
 #: Storm keys read from component configs but without a global default.
 KNOWN_UNDECLARED = frozenset({"topology.tasks"})
 _warned: set[str] = set()

@@ -64,6 +64,10 @@ def _extension(name: str) -> str:
     return base[dot:] if dot > 0 else ""
 
 
+class StaleOutputError(RuntimeError):
+    """The output already holds a later txid of the same namespace and partition than the commit."""
+
+
 class LocalFiles:
     """The output on the local disk: plain os calls, renames that replace atomically."""
 
@@ -254,6 +258,11 @@ class BatchFiles:
             moves.append((relative, f"{directory}{prefix}{index:05d}{_extension(relative)}"))
         new = [dest for _, dest in moves]
         last_txid, listed = self.read_manifest()
+        if last_txid is not None and last_txid > txid:
+            raise StaleOutputError(
+                f"{self.files.uri('')} already holds txid {last_txid} of '{self.ns}' partition {self.partition}, "
+                f"and this commit is txid {txid}: txids restarted (a new `stormpy local` run, or the topology's "
+                "transactional state was reset); write each run to a new path or give it another namespace")
         earlier = set(listed) if last_txid == txid else set()
         if new or earlier:
             self.files.write_text(self.manifest, json.dumps({"txid": txid, "files": sorted(earlier | set(new))}))
