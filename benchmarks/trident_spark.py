@@ -14,8 +14,9 @@ size, the same pre-built rows go to Parquet as:
   it with ``topology.max.spout.pending`` 2: batch N+1 is staged (written by the background
   thread) before batch N commits (publish: the idempotent renames and the manifest);
 - ``topology`` / ``discard`` (unless ``--no-topology``): a Trident topology under ``stormpy local``
-  (a BatchSpout emitting ``batch`` rows per txid -> ``partition_persist``) into SparkState, and
-  the same topology into a state that drops the rows: committed rows/s, engine included.
+  (a BatchSpout emitting ``batch`` rows per txid -> ``shuffle`` -> ``partition_persist``) into SparkState, and
+  the same topology into a state that drops the rows: committed rows/s, engine included;
+  ``--sync-too`` adds the SparkState topology with ``max_inflight=0`` (every write at the commit).
 
 Then a Trident word count (benchmarks/trident_wordcount.py's topology) into
 ``MemoryMapState.transactional()`` and ``RedisMapState.transactional`` on a real redis-server
@@ -116,7 +117,10 @@ class DropUpdater(StateUpdater):
 def topology_for(factory: Any, updater: Any, batch: int) -> type[TridentTopology]:
     class BenchSparkState(TridentTopology):
         def build(self, conf: Any) -> None:
-            self.new_stream("rows", RowsSpout(batch)).partition_persist(factory, list(FIELDS), updater)
+            # shuffle: the rows cross the engine (transfer, coordination), as after a group_by in
+            # a real topology; without it the spout and the persist run fused in one bolt
+            (self.new_stream("rows", RowsSpout(batch)).shuffle()
+                 .partition_persist(factory, list(FIELDS), updater))
     return BenchSparkState
 
 
@@ -152,7 +156,7 @@ def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
     try:
         for size in [int(s) for s in args.batch_sizes.split(",")]:
             batches = chunks(rows, size)
-            results: dict[str, list[float]] = {"direct": [], "state": [], "topology": [], "discard": []}
+            results: dict[str, list[float]] = {"direct": [], "state": [], "topology": [], "discard": [], "sync": []}
             direct(spark, batches[:2], work / "warm")
             for r in range(args.rounds):
                 results["direct"].append(args.rows / direct(spark, batches, work / f"d-{size}-{r}"))
@@ -161,6 +165,10 @@ def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
                     results["topology"].append(through_topology(
                         conf, SparkState(path=str(work / f"t-{size}-{r}")), SparkState.updater(), size,
                         args.topology_secs, f"spark-{size}-{r}"))
+                    if args.sync_too:
+                        results["sync"].append(through_topology(
+                            conf, SparkState(path=str(work / f"y-{size}-{r}"), max_inflight=0), SparkState.updater(),
+                            size, args.topology_secs, f"sync-{size}-{r}"))
                     results["discard"].append(through_topology(conf, DropFactory(), DropUpdater(), size,
                                                                args.topology_secs, f"drop-{size}-{r}"))
             med = {k: statistics.median(v) for k, v in results.items() if v}
@@ -169,6 +177,8 @@ def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
             if "topology" in med:
                 line += (f" | topology into SparkState {med['topology']:>9,.0f} rows/s vs discarding state "
                          f"{med['discard']:>9,.0f} = {med['topology'] / med['discard']:.2f}x")
+            if "sync" in med:
+                line += f" | without overlap (max_inflight 0) {med['sync']:>9,.0f} rows/s"
             print(line, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -201,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--topology-secs", type=float, default=8.0)
     parser.add_argument("--no-topology", action="store_true")
+    parser.add_argument("--sync-too", action="store_true", help="also the topology with every write at the commit")
     parser.add_argument("--wc-secs", type=float, default=10.0, help="seconds per word-count run (0: skip)")
     parser.add_argument("--no-spark", action="store_true")
     args = parser.parse_args(argv)
