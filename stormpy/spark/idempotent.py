@@ -127,6 +127,12 @@ class LocalFiles:
     def exists(self, relative: str) -> bool:
         return os.path.exists(self.join(relative))
 
+    def list_dir(self, relative: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.join(relative)))
+        except FileNotFoundError:
+            return []
+
 
 class HadoopFiles:
     """The output through the JVM's Hadoop FileSystem (HDFS, S3A, ...): same operations, RPCs."""
@@ -195,6 +201,12 @@ class HadoopFiles:
     def exists(self, relative: str) -> bool:
         return bool(self._fs.exists(self._path(relative)))
 
+    def list_dir(self, relative: str) -> list[str]:
+        path = self._path(relative)
+        if not self._fs.exists(path):
+            return []
+        return sorted(str(status.getPath().getName()) for status in self._fs.listStatus(path))
+
 
 def files_for(spark: Any, root: str, force_hadoop: bool = False) -> LocalFiles | HadoopFiles:
     """Local-disk operations when ``root`` is on this machine's filesystem, else Hadoop's."""
@@ -227,6 +239,21 @@ class BatchFiles:
         """A fresh hidden directory (relative to the root) for one attempt's Spark write."""
         return f"{STAGING_DIR}/{self.ns}-p{self.partition:05d}-t{txid:012d}-{uuid.uuid4().hex[:12]}"
 
+    def clean_staging(self) -> int:
+        """Remove this partition's staging directories left by a task that died mid-write.
+
+        Called once when a task takes the partition over (before its first write): a partition
+        has one owner task at a time, so every staging directory of it is an orphan by then.
+        """
+        prefix = f"{self.ns}-p{self.partition:05d}-t"
+        orphans = [name for name in self.files.list_dir(STAGING_DIR) if name.startswith(prefix)]
+        for name in orphans:
+            self.files.remove_tree(f"{STAGING_DIR}/{name}")
+        if orphans:
+            log.info("removed %d orphaned staging directories of %s partition %d", len(orphans), self.ns,
+                     self.partition)
+        return len(orphans)
+
     def staging_uri(self, staging: str) -> str:
         return self.files.uri(staging)
 
@@ -250,6 +277,11 @@ class BatchFiles:
         ``staging`` None means the batch is empty (an opaque replay may still have to remove
         what an earlier attempt of the txid published). Returns the published relative paths.
         """
+        if staging is not None and not self.files.exists(staging):
+            # removed by clean_staging of a task that took the partition over: this task is a
+            # zombie and must not publish "nothing" over what an earlier attempt of txid published
+            raise RuntimeError(f"staging directory {self.files.uri(staging)} of txid {txid} is gone "
+                               f"(partition {self.partition} taken over by another task?)")
         staged = self.files.data_files(staging) if staging is not None else []
         prefix = self.file_prefix(txid)
         moves = []

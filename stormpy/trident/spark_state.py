@@ -168,6 +168,8 @@ class SparkBatchState(State):
         if self._txid is None:
             raise RuntimeError("SparkState.write() outside a commit")
         txid = self._txid
+        for older in [t for t in self._staged if t < txid]:   # attempts that never reached a commit here
+            self._discard_when_done(self._staged.pop(older))
         staged = self._staged.pop(txid, None)
         if staged is not None and (staged.tuples is not tuples or staged.count != len(tuples)):
             self._discard_when_done(staged)   # the tuples changed after staging: write them again
@@ -219,8 +221,6 @@ class SparkBatchState(State):
         staged = self._staged.pop(txid, None)
         if staged is not None:
             self._discard_when_done(staged)
-        # Batches older than the one completing now that never reached their commit (their
-        # commit failed elsewhere and they were replayed under new attempts) are dropped by txid.
 
     def _discard_when_done(self, staged: _Staged) -> None:
         def discard(future: Future) -> None:
@@ -285,7 +285,9 @@ class SparkBatchState(State):
         if root is None:
             return
         self._root = root
-        self._batches = idempotent.BatchFiles(idempotent.files_for(self._spark, root), self.namespace, self.partition)
+        batches = idempotent.BatchFiles(idempotent.files_for(self._spark, root), self.namespace, self.partition)
+        batches.clean_staging()
+        self._batches = batches
 
     def _table_location(self, spark: Any, df: Any) -> str | None:
         """The table's directory, creating the table (empty, with the batch's columns) when missing."""

@@ -108,6 +108,49 @@ def test_writes_overlap_up_to_max_inflight_and_commit_in_order(spark, make, tmp_
     assert read(spark, factory) == sorted([(w, t) for t in range(1, 5) for w in ("x", "y")] + [("z", 4)])
 
 
+def test_a_task_taking_a_partition_over_removes_its_orphaned_staging_dirs(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"))
+    dead = make(factory, 0)
+    SparkState.updater().batch_complete(dead, 1, tuples([("a", 1)]))   # staged, never committed
+    dead._staged[1].future.result(timeout=120)
+    other = make(factory, 1)
+    commit(other, 1, tuples([("b", 2)]))
+    staging = tmp_path / "out" / "_stormpy_staging"
+    assert [p.name for p in staging.iterdir()][0].startswith("t-p00000-t000000000001-")
+    successor = make(factory, 0)                    # the restarted worker's task of partition 0
+    commit(successor, 1, tuples([("a", 1)]))
+    assert not list(staging.iterdir()), "the dead task's staging directory is removed"
+    assert read(spark, factory) == [("a", 1), ("b", 2)]
+
+
+def test_older_staged_batches_are_dropped_at_a_later_commit(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"))
+    state = make(factory)
+    updater = SparkState.updater()
+    updater.batch_complete(state, 1, tuples([("a", 1)]))   # its commit never comes to this task
+    commit(state, 2, tuples([("b", 2)]))
+    assert not state._staged
+    state.close()
+    assert not list((tmp_path / "out" / "_stormpy_staging").iterdir())
+    assert read(spark, factory) == [("b", 2)]
+
+
+def test_a_zombie_whose_staging_was_removed_does_not_publish(tmp_path):
+    from stormpy.spark.idempotent import BatchFiles, LocalFiles
+    files = LocalFiles(str(tmp_path))
+    batches = BatchFiles(files, "t", 0)
+    staging = batches.new_staging(3)
+    (tmp_path / staging).mkdir(parents=True)
+    (tmp_path / staging / "part-0.json").write_text('{"w": 1}\n')
+    assert batches.publish(3, staging) == ["part-t-p00000-t000000000003-00000.json"]
+    zombie = batches.new_staging(3)
+    (tmp_path / zombie).mkdir()
+    assert BatchFiles(files, "t", 0).clean_staging() == 1
+    with pytest.raises(RuntimeError, match="is gone"):
+        batches.publish(3, zombie)
+    assert (tmp_path / "part-t-p00000-t000000000003-00000.json").exists()
+
+
 def test_restarted_txids_are_refused_with_a_clear_error(spark, make, tmp_path):
     factory = SparkState(path=str(tmp_path / "out"))
     commit(make(factory), 5, tuples([("a", 1)]))
