@@ -61,6 +61,7 @@ CHARTS_JS = r"""
     var w = parseInt(svg.getAttribute("width"), 10), h = parseInt(svg.getAttribute("height"), 10);
     var pad = 4, max = 0, t0 = times[0], t1 = times[times.length - 1];
     while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+    svg.dataset.points = values.filter(function (v) { return v !== null; }).length;
     values.forEach(function (v) { if (v !== null && v > max) { max = v; } });
     svg.appendChild(el("line", {x1: 0, y1: h - pad, x2: w, y2: h - pad, stroke: "#ccc", "stroke-width": "1"}));
     if (!times.length) {
@@ -72,7 +73,7 @@ CHARTS_JS = r"""
     values.forEach(function (v, i) {
       if (v === null) { pen = "M"; return; }
       var x = times.length === 1 ? w - pad : pad + (w - 2 * pad) * (times[i] - t0) / span;
-      var y = (h - pad) - (h - 2 * pad - 10) * v / scale;
+      var y = (h - pad) - (h - 2 * pad - 14) * v / scale;
       d += pen + x.toFixed(1) + " " + y.toFixed(1) + " ";
       if (times.length === 1) { d += "L" + (x - 6).toFixed(1) + " " + y.toFixed(1) + " "; }
       pen = "L";
