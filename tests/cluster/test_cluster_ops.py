@@ -177,7 +177,7 @@ def test_visualization_api_has_storms_shape(cluster, ops):
     # the workers publish their receive queues, so backpressure comes from them, not from capacity
     for component in ("sentences", "split", "count"):
         assert doc[component][":backpressure-source"] == "receive-queue", doc[component]
-        assert isinstance(doc[component][":backpressure"], bool) and 0 <= doc[component][":receive-pct-full"] <= 100
+        assert isinstance(doc[component][":backpressure"], bool) and doc[component][":receive-pct-full"] >= 0
 
 
 def test_timeseries_api_shows_moving_rates(cluster, ops):
