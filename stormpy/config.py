@@ -138,6 +138,7 @@ TOPOLOGY_SUBMITTER_USER = _key("topology.submitter.user", None, str, "Who submit
 # ---------------------------------------------------------------- UI
 UI_HOST = _key("ui.host", "0.0.0.0", str, "Address the UI listens on.")
 UI_PORT = _key("ui.port", 8080, int, "UI port.")
+UI_TIMESERIES_SAMPLE_SECS = _key("ui.timeseries.sample.secs", 10, (int, float), "How often the UI samples every topology's stats for its one-hour charts (page and API requests sample too, every 2 s at most).")
 
 # ---------------------------------------------------------------- Spark sink
 SPARK_MASTER = _key("spark.master", "local[*]", str, "Spark master URL; sc://host:port for Spark Connect.")
