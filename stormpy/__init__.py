@@ -8,6 +8,7 @@ from stormpy.task.component import BatchingBolt, Bolt, Spout, TicklessBatchingBo
 from stormpy.task.tuple import Tuple  # noqa: E402
 from stormpy.topology.dsl import Grouping, Stream, Topology  # noqa: E402
 from stormpy.version import __version__  # noqa: E402
+from stormpy.windowing.bolt import WindowedBolt  # noqa: E402
 
 __all__ = ["BatchingBolt", "Bolt", "Grouping", "Spout", "Stream", "TicklessBatchingBolt", "Topology", "Tuple",
-           "__version__"]
+           "WindowedBolt", "__version__"]

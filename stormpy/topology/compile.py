@@ -71,7 +71,7 @@ def _common(spec: ComponentSpec, ids: dict[int, str]) -> Any:
             raise invalid(f"component {spec.name!r}: custom grouping {grouping.obj!r} cannot be pickled: {exc}") from None
         inputs[storm.GlobalStreamId(componentId=source_id, streamId=stream)] = thrift_grouping
     try:
-        json_conf = json.dumps(spec.config)
+        json_conf = json.dumps({**_component_configuration(spec), **spec.config})
     except (TypeError, ValueError) as exc:
         raise invalid(f"component {spec.name!r}: config is not JSON-serializable: {exc}") from None
     return storm.ComponentCommon(
@@ -80,6 +80,12 @@ def _common(spec: ComponentSpec, ids: dict[int, str]) -> Any:
         parallelism_hint=spec.par if isinstance(spec.par, int) else -1,
         json_conf=json_conf,
     )
+
+
+def _component_configuration(spec: ComponentSpec) -> dict[str, Any]:
+    """Storm's ``getComponentConfiguration``: config the component declares itself (windows)."""
+    hook = getattr(spec.instance if spec.instance is not None else spec.component_cls, "get_component_configuration", None)
+    return dict(hook() or {}) if callable(hook) else {}
 
 
 def _serialized(spec: ComponentSpec) -> bytes | None:

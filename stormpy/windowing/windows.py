@@ -146,7 +146,9 @@ class WindowManager:
         now = int(clock())
         self._next_watermark = now + spec.watermark_interval_ms
         if not spec.is_event_time and isinstance(spec.sliding, Duration):
-            self._next_end = now + spec.sliding.ms
+            # windows cover (end - L, end]: start the grid 1 ms back so that an item added
+            # in the manager's first millisecond is inside the first window, not before it
+            self._next_end = now - 1 + spec.sliding.ms
 
     # ------------------------------------------------------------ input
     def add(self, item: Any, ts_ms: float | None = None, stream: Hashable = None) -> bool:
@@ -211,7 +213,7 @@ class WindowManager:
             if not self._released:
                 return
             first = self._released[0][0]
-            self._next_end = first + (slide - first % slide)
+            self._next_end = -(-first // slide) * slide  # the first grid point at or after it
         end = self._next_end
         while end <= limit:
             if self._fire(end):
@@ -314,3 +316,11 @@ def spec_to_conf(spec: WindowSpec) -> dict[str, Any]:
     if spec.late_stream is not None:
         conf[k.LATE_TUPLE_STREAM.name] = spec.late_stream
     return conf
+
+
+def check_window_conf(comp_conf: Mapping[str, Any], timeout_secs: float, max_spout_pending: Any) -> str | None:
+    """Validation at submit (Nimbus calls it on component configs): None or a one-line complaint."""
+    spec = spec_from_conf(comp_conf)
+    if spec is None:
+        return None
+    return validate_timeout(spec, timeout_secs, int(max_spout_pending) if max_spout_pending else None)

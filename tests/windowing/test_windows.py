@@ -56,16 +56,16 @@ def test_time_tumbling_processing_time() -> None:
     r = Recorder(WindowSpec(Duration(10), Duration(10)), now_ms=0)
     r.at(1000, "a")
     r.at(9000, "b")
-    r.at(9999, )
+    r.at(9998)
     assert r.windows == []
-    r.at(10_000)
+    r.at(9_999)
     assert [w.get() for w in r.windows] == [["a", "b"]]
-    assert (r.windows[0].start_timestamp, r.windows[0].end_timestamp) == (0, 10_000)
+    assert (r.windows[0].start_timestamp, r.windows[0].end_timestamp) == (-1, 9_999)
     r.at(12_000, "c")
     r.at(20_500)
     assert [w.get() for w in r.windows] == [["a", "b"], ["c"]]
     assert r.windows[1].get_expired() == ["a", "b"]
-    assert (r.windows[1].start_timestamp, r.windows[1].end_timestamp) == (10_000, 20_000)
+    assert (r.windows[1].start_timestamp, r.windows[1].end_timestamp) == (9_999, 19_999)
     assert r.expired == ["a", "b"]
 
 
@@ -74,17 +74,25 @@ def test_time_sliding_processing_time_and_empty_windows_skipped() -> None:
     r.at(1000, "a")
     r.at(3000, "b")
     r.at(6000)
-    assert [(w.end_timestamp, w.get()) for w in r.windows] == [(2000, ["a"]), (4000, ["a", "b"]), (6000, ["a", "b"])]
+    # the processing-time grid starts 1 ms before the manager (see WindowManager.__init__)
+    assert [(w.end_timestamp, w.get()) for w in r.windows] == [(1999, ["a"]), (3999, ["a", "b"]), (5999, ["a", "b"])]
     r.at(30_000)  # a tick long after: windows at 8000 (b only) fire, empty ones are skipped
-    assert [(w.end_timestamp, w.get()) for w in r.windows][3:] == [(8000, ["b"])]
+    assert [(w.end_timestamp, w.get()) for w in r.windows][3:] == [(7999, ["b"])]
     assert r.expired == ["a", "b"]
     assert r.manager.held() == []
+
+
+def test_an_item_added_in_the_first_millisecond_is_in_the_first_window() -> None:
+    r = Recorder(WindowSpec(Duration(1), Duration(1)), now_ms=5000)
+    r.at(5000, "first")
+    r.at(6000)
+    assert [w.get() for w in r.windows] == [["first"]]
 
 
 def test_count_length_time_slide() -> None:
     r = Recorder(WindowSpec(Count(2), Duration(5)), now_ms=0)
     r.at(1000, 1, 2, 3)
-    r.at(5000)
+    r.at(4999)
     assert [w.get() for w in r.windows] == [[2, 3]]
     assert r.expired == [1]
 
@@ -112,6 +120,15 @@ def test_event_time_windows_fire_on_the_watermark_aligned_to_the_slide() -> None
     r.at(2000)                               # watermark 23000: window (10000, 20000] fires
     assert [w.get() for w in r.windows][1:] == [[12_000]]
     assert r.expired == [1000, 3000, 4000]
+
+
+def test_an_item_on_the_grid_belongs_to_the_window_ending_there() -> None:
+    r = Recorder(event_spec(), now_ms=0)
+    for ts in (10_000, 15_000, 30_000):
+        r.manager.add(ts, ts_ms=ts)
+    r.at(1000)
+    assert [(w.start_timestamp, w.end_timestamp, w.get()) for w in r.windows] == [
+        (0, 10_000, [10_000]), (10_000, 20_000, [15_000]), (20_000, 30_000, [30_000])]
 
 
 def test_late_tuples_are_refused_and_the_watermark_uses_the_slowest_stream() -> None:
