@@ -1,6 +1,6 @@
 """Benchmark: word count under ``stormpy local`` against a raw SimpleQueue thread pipeline.
 
-    python benchmarks/local_wordcount.py [--secs 10] [--warmup 2] [--par 1] [--only-topology]
+    python benchmarks/local_wordcount.py [--secs 10] [--warmup 2] [--par 1] [--per-call 1] [--only-topology]
 
 Topology: sentence spout -> split (shuffle) -> count (fields grouping on word), run once
 with acking (one acker) and once without (``topology.acker.executors: 0``). Printed: spout
@@ -43,13 +43,15 @@ class BenchSpout(Spout):
         self.started: dict[int, float] = {}
         self.latencies_ms: list[float] = []
         self.reliable = bool(stormconf.get("bench.reliable", True))
+        self.per_call = int(stormconf.get("bench.per_call") or 1)
         LATENCIES.append(self.latencies_ms)
 
     def next_tuple(self) -> None:
-        tup_id = next(self.ids)
-        if tup_id % LATENCY_SAMPLE == 0:
-            self.started[tup_id] = time.perf_counter()
-        self.emit([next(self.sentences)], tup_id=tup_id if self.reliable else None)
+        for _ in range(self.per_call):
+            tup_id = next(self.ids)
+            if tup_id % LATENCY_SAMPLE == 0:
+                self.started[tup_id] = time.perf_counter()
+            self.emit([next(self.sentences)], tup_id=tup_id if self.reliable else None)
 
     def ack(self, tup_id: Any) -> None:
         t0 = self.started.pop(tup_id, None)
@@ -110,9 +112,10 @@ def _spout_emitted(local: LocalTopology) -> int:
     return sum(sum(dict(e.stats.emitted).values()) for e in local.runtime.executors.values() if e.kind == "spout")
 
 
-def run_topology(reliable: bool, secs: float, warmup: float, par: int = 1) -> dict[str, float]:
+def run_topology(reliable: bool, secs: float, warmup: float, par: int = 1, per_call: int = 1) -> dict[str, float]:
     LATENCIES.clear()
     overrides = {"topology.acker.executors": 1 if reliable else 0, "bench.reliable": reliable,
+                 "bench.per_call": per_call,
                  "topology.max.spout.pending": 2000 if reliable else None, "topology.message.timeout.secs": 60}
     local = LocalTopology(bench_topology(par), "bench", user_overrides=overrides)
     local.start()
@@ -232,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--secs", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds before measuring")
     parser.add_argument("--par", type=int, default=1, help="executors of split and of count")
+    parser.add_argument("--per-call", type=int, default=1,
+                        help="sentences per next_tuple() call (1: as users write spouts; cluster bench: 50)")
     parser.add_argument("--only-topology", action="store_true",
                         help="skip the raw pipelines (when comparing runs back to back)")
     args = parser.parse_args(argv)
@@ -243,9 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         raw = run_raw(args.secs)
         print(f"raw SimpleQueue pipeline (spout -> split -> count threads, per-tuple handoff): {raw:,.0f} words/s")
     for reliable in (True, False):
-        r = run_topology(reliable, args.secs, args.warmup, args.par)
+        r = run_topology(reliable, args.secs, args.warmup, args.par, args.per_call)
         label = "acking on " if reliable else "acking off"
-        line = (f"stormpy local (split/count par {args.par}), {label}: {r['sentences_per_s']:,.0f} sentences/s, "
+        line = (f"stormpy local (split/count par {args.par}, {args.per_call}/call), {label}: {r['sentences_per_s']:,.0f} sentences/s, "
                 f"{r['words_per_s']:,.0f} counted words/s")
         if raw:
             line += (f" ({r['words_per_s'] / raw:.0%} of the raw pipeline, "

@@ -117,6 +117,7 @@ TOPOLOGY_ACKER_EXECUTORS = _key("topology.acker.executors", None, int, "Acker ta
 TOPOLOGY_MESSAGE_TIMEOUT_SECS = _key("topology.message.timeout.secs", 30, int, "A tuple tree not completed in this time fails.")
 TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = _key("topology.enable.message.timeouts", True, bool, "Whether tuple trees time out.")
 TOPOLOGY_MAX_SPOUT_PENDING = _key("topology.max.spout.pending", None, int, "Most pending (un-acked) tuples per spout task.")
+TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = _key("topology.trident.batch.emit.interval.millis", 500, int, "Trident: the master batch coordinator starts at most one new batch this often.")
 TOPOLOGY_MAX_TASK_PARALLELISM = _key("topology.max.task.parallelism", None, int, "Cap on any component's parallelism.")
 TOPOLOGY_TICK_TUPLE_FREQ_SECS = _key("topology.tick.tuple.freq.secs", None, (int, float), "Send bolts a tick tuple this often.")
 TOPOLOGY_DEBUG = _key("topology.debug", False, bool, "Log every emitted tuple.")
@@ -131,6 +132,7 @@ TOPOLOGY_TASK_RESTART_BACKOFF_SECS = _key("topology.task.restart.backoff.secs", 
 TOPOLOGY_STATS_SAMPLE_RATE = _key("topology.stats.sample.rate", 0.05, float, "Fraction of tuples whose latency is sampled.")
 TOPOLOGY_ENVIRONMENT = _key("topology.environment", None, dict, "Extra environment variables for worker processes.")
 TOPOLOGY_MODULE = _key("topology.module", None, str, "Module of the topology file (its stem), importable from the code archive's root.")
+TOPOLOGY_SUBPROCESS_TIMEOUT_SECS = _key("topology.subprocess.timeout.secs", 30, (int, float), "Multilang (ShellBolt/ShellSpout): seconds a subprocess may leave a handshake, spout command or heartbeat unanswered before its task restarts.")
 TOPOLOGY_SUBMITTER_USER = _key("topology.submitter.user", None, str, "Who submitted the topology (set by `stormpy submit`).")
 
 # ---------------------------------------------------------------- UI

@@ -53,13 +53,20 @@ class AckerBolt(Bolt):
         """Apply a batch of acker messages; return (spout task, answer message) pairs."""
         out: list[tuple[int, Any]] = []
         task_id = self.task_id
+        acked: dict[int, list[int]] = {}  # spout task -> its completed roots: one answer each
         for verdict, root, spout_task in self.ledger.apply_batch(messages, self._on_unknown):
             if verdict is ACKED:
-                self.acked_trees += 1
-                out.append((spout_task, (ACK_ACK, task_id, [root], None)))
+                roots = acked.get(spout_task)
+                if roots is None:
+                    acked[spout_task] = [root]
+                else:
+                    roots.append(root)
             else:
                 self.failed_trees += 1
                 out.append((spout_task, (ACK_FAIL, task_id, [root], None)))
+        for spout_task, roots in acked.items():
+            self.acked_trees += len(roots)
+            out.append((spout_task, (ACK_ACK, task_id, roots, None)))
         return out
 
     def _on_unknown(self, message: Any) -> None:

@@ -82,7 +82,8 @@ class Ledger:
         """Apply a batch of ``(stream, src, values, anchors)`` acker messages in one loop.
 
         The same rules as :meth:`init`/:meth:`ack`/:meth:`fail`, inlined, because this runs
-        two or three times per tuple tree. Returns ``(ACKED|FAILED, root, spout_task)`` for
+        two or three times per tuple tree. An ``__ack_ack`` message may carry several
+        ``root, value`` pairs (bolt executors send one per acker task per flush). Returns ``(ACKED|FAILED, root, spout_task)`` for
         every tree that settled. Messages on other streams go to ``on_unknown(message)``.
         """
         pending = self._pending
@@ -92,14 +93,23 @@ class Ledger:
         for message in messages:
             stream = message[0]
             values = message[2]
+            if stream == ACK_ACK:
+                # [root, value, root, value, ...]: a bolt executor's acks of one flush. An ack
+                # never fails a tree, and a failed tree whose spout task is known is gone.
+                for i in range(0, len(values), 2):
+                    root = values[i]
+                    entry = values_of.get(root)
+                    if entry is None:
+                        put(root, [values[i + 1], None, False])
+                        continue
+                    entry[0] ^= values[i + 1]
+                    if not entry[0] and entry[1] is not None:
+                        del values_of[root]
+                        out.append((ACKED, root, entry[1]))
+                continue
             root = values[0]
             entry = values_of.get(root)
-            if stream == ACK_ACK:
-                if entry is None:
-                    put(root, [values[1], None, False])
-                    continue
-                entry[0] ^= values[1]
-            elif stream == ACK_INIT:
+            if stream == ACK_INIT:
                 if entry is None:
                     entry = [values[1], values[2], False]
                     put(root, entry)

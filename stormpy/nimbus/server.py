@@ -122,6 +122,52 @@ class NimbusHandler:
             raise not_alive(id_or_name)
         return topology_id
 
+    # ------------------------------------------------------------ Storm 1.1+ calls (streamparse's sparse)
+    def isTopologyNameAllowed(self, name: str) -> bool:
+        """A valid name no living topology uses (what submit would accept)."""
+        from stormpy.topology.validate import validate_topology_name
+
+        try:
+            validate_topology_name(name)
+        except storm.InvalidTopologyException:
+            return False
+        return self.nimbus.find_id(name) is None
+
+    def getLeader(self) -> Any:
+        """The NimbusSummary of the leader (``isLeader``), else of this Nimbus."""
+        nimbuses = self.getClusterInfo().nimbuses or []
+        for summary in nimbuses:
+            if summary.isLeader:
+                return summary
+        host, _, port = self.host_port.rpartition(":")
+        return storm.NimbusSummary(host=host, port=int(port or 0), isLeader=False, version=DAEMON_VERSION,
+                                   uptime_secs=self.nimbus.now_secs() - self.nimbus.started_secs)
+
+    def getTopologyPageInfo(self, id: str, window: str, is_include_sys: bool) -> Any:  # noqa: A002
+        topology_id = self._existing_id(id)
+        base = self.nimbus.state.storm_base(topology_id)
+        if base is None:
+            raise not_alive(id)
+        summary = self._topology_summary(topology_id, base, self.nimbus.state.assignment(topology_id),
+                                         self.nimbus.now_secs())
+        return storm.TopologyPageInfo(id=topology_id, name=summary.name, uptime_secs=summary.uptime_secs,
+                                      status=summary.status, num_tasks=summary.num_tasks,
+                                      num_workers=summary.num_workers, num_executors=summary.num_executors,
+                                      topology_conf=self.getTopologyConf(topology_id), owner=base.owner or "")
+
+    def getComponentPageInfo(self, topology_id: str, component_id: str, window: str, is_include_sys: bool) -> Any:
+        info = self.getTopologyInfo(topology_id)
+        plan = self.nimbus.plan(info.id, self.nimbus.state.storm_base(info.id))
+        comp = plan.components.get(component_id)
+        if comp is None:
+            raise not_alive(f"{topology_id} has no component {component_id!r}")
+        executors = [e for e in info.executors if e.component_id == component_id]
+        kind = storm.ComponentType.SPOUT if comp.kind == "spout" else storm.ComponentType.BOLT
+        return storm.ComponentPageInfo(component_id=component_id, component_type=kind, topology_id=info.id,
+                                       topology_name=info.name, num_executors=len(executors),
+                                       num_tasks=len(comp.tasks), errors=list((info.errors or {}).get(component_id, [])),
+                                       topology_status=info.status)
+
     def getClusterInfo(self) -> Any:
         state, now = self.nimbus.state, self.nimbus.now_secs()
         assignments = state.assignments()

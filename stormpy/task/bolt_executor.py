@@ -200,14 +200,22 @@ class BoltExecutor(Executor):
         pending = self.pending_acks
         if not pending:
             return
-        add = self.outbox.add
+        # One message per acker task, ``[root, value, root, value, ...]``: a tree's acks
+        # from this executor are already combined, and so are the trees of this flush.
         ackers = self.acker_tasks
         n = self.num_ackers
-        src = self.start_task
+        per_acker: list[list[int]] = [[] for _ in range(n)]
         for root, val in pending.items():
             if val:
-                add(ackers[root % n], (ACK_ACK, src, [root, val], None))
+                values = per_acker[root % n]
+                values.append(root)
+                values.append(val)
         pending.clear()
+        add = self.outbox.add
+        src = self.start_task
+        for acker, values in zip(ackers, per_acker):
+            if values:
+                add(acker, (ACK_ACK, src, values, None))
 
     def before_close_tasks(self) -> None:
         """Each task's driver hands over held-back work (batching bolts run their batches)."""

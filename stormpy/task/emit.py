@@ -297,6 +297,8 @@ def make_emit(task: Any, place: Place, starts_trees: bool) -> Any:
                 stream = tup_id
             tup_id = None
             if anchors is not None:
+                if isinstance(anchors, Tuple):   # one Tuple (iterable as pystorm's namedtuple)
+                    anchors = [anchors]
                 anchors = [a if isinstance(a, Tuple) or type(a) is tuple else task.resolve(a) for a in anchors]
         if stream is None:
             stream = DEFAULT_STREAM
@@ -330,6 +332,15 @@ def make_emit(task: Any, place: Place, starts_trees: bool) -> Any:
     key_cache = getattr(select, "key_cache", None)  # fields grouping on one field
     key_index = getattr(select, "key_index", 0)
     bolt = not starts_trees
+    tid = task.task_id
+    boxes = ex.outbox.boxes
+    batch_size = ex.outbox.batch_size
+    send_full = ex.outbox.send_full
+    getrandbits = _getrandbits
+    monotonic = time.monotonic
+    num_ackers = ex.num_ackers
+    ackers = ex.acker_tasks
+    pending_put = task.pending.put if starts_trees else None
 
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
              direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
@@ -346,9 +357,49 @@ def make_emit(task: Any, place: Place, starts_trees: bool) -> Any:
                 targets = select(values)
         else:
             targets = select(values)
-        place(DEFAULT_STREAM, values, targets, tup_id, None)
         counter[0] += 1
         counter[1] += len(targets)
+        # The strategies' common case, inlined (no call): one target (shuffle, fields) and a
+        # tree with one root — the tuple being processed, or the spout's new tree.
+        if len(targets) == 1:
+            if bolt:
+                current = task.current
+                if current is None or not task.auto_anchor:
+                    roots = None
+                else:
+                    roots = current._anchors
+                if task.batch_anchors is None and (roots is None or len(roots) == 1):
+                    dest = targets[0]
+                    box = boxes[dest]
+                    if roots is None:
+                        box.append((DEFAULT_STREAM, tid, values, None))
+                    else:
+                        edge = getrandbits(64)
+                        current._ack_val ^= edge
+                        (root,) = roots
+                        box.append((DEFAULT_STREAM, tid, values, {root: edge}))
+                    if len(box) >= batch_size:
+                        send_full(dest)
+                    return None
+            elif tup_id is None or num_ackers:
+                dest = targets[0]
+                box = boxes[dest]
+                if tup_id is None:
+                    box.append((DEFAULT_STREAM, tid, values, None))
+                else:
+                    root, edge = getrandbits(64), getrandbits(64)
+                    box.append((DEFAULT_STREAM, tid, values, {root: edge}))
+                    pending_put(root, [tup_id, monotonic(), DEFAULT_STREAM])
+                    acker = ackers[root % num_ackers]
+                    init = boxes[acker]
+                    init.append((ACK_INIT, tid, [root, edge, tid], None))
+                    if len(init) >= batch_size:
+                        send_full(acker)
+                if len(box) >= batch_size:
+                    send_full(dest)
+                task.emit_count += 1
+                return None
+        place(DEFAULT_STREAM, values, targets, tup_id, None)
         return None
 
     return emit

@@ -20,9 +20,9 @@ What every executor shares (the spout and bolt executors add their loops):
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 import time
-import pickle
 import traceback
 from collections.abc import Callable
 from queue import SimpleQueue

@@ -108,29 +108,26 @@ class SpoutExecutor(Executor):
         stats = self.stats
         acked = stats.acked
         complete = stats.complete_ms
+        add_latency = stats.add_latency
         monotonic = time.monotonic
         for message in messages:
             stream = message[0]
-            if stream == ACK_ACK:
-                entry = pop(message[2][0], None)
-                if entry is None:
-                    continue
-                tup_id, started, out_stream = entry
-                acked[out_stream] += 1
-                ms = (monotonic() - started) * 1000.0
-                latency = complete.get(out_stream)
-                if latency is None:
-                    complete[out_stream] = [ms, 1]
-                else:
-                    latency[0] += ms
-                    latency[1] += 1
-                component = task.component
-                if component is None:
-                    continue
-                try:
-                    component.ack(tup_id)
-                except Exception as exc:
-                    self._crash(task, exc, "ack")
+            if stream == ACK_ACK:  # values: every root of this acker's batch that completed
+                now = monotonic()
+                for root in message[2]:
+                    entry = pop(root, None)
+                    if entry is None:
+                        continue
+                    tup_id, started, out_stream = entry
+                    acked[out_stream] += 1
+                    add_latency(complete, out_stream, (now - started) * 1000.0)
+                    component = task.component
+                    if component is None:
+                        continue
+                    try:
+                        component.ack(tup_id)
+                    except Exception as exc:
+                        self._crash(task, exc, "ack")
             elif stream == ACK_FAIL:
                 entry = pop(message[2][0], None)
                 if entry is not None:

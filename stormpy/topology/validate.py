@@ -69,8 +69,15 @@ def _check_component(cid: str, kind: str, spec: Any) -> None:
     if "/" in cid:
         raise invalid(f"component id {cid!r} must not contain '/'")
     obj = component_object(kind, spec)
+    if obj is not None and obj.serialized_java is not None:
+        raise invalid(f"component {cid!r} is a serialized Java object: JVM components cannot run in a "
+                      "stormpy worker")
+    shell = getattr(obj, "shell", None) if obj is not None else None
     py = getattr(obj, "python_object", None) if obj is not None else None
-    if py is None or ":" not in (py.class_name or ""):
+    if shell is not None:
+        if not shell.execution_command:
+            raise invalid(f"component {cid!r} is a ShellComponent without execution_command")
+    elif py is None or ":" not in (py.class_name or ""):
         raise invalid(f"component {cid!r} must name its Python class as 'module:Class'")
     common = spec.common
     if common is None:

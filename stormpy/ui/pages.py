@@ -247,6 +247,11 @@ def render_component(doc: Mapping[str, Any]) -> str:
          + ([e["completeLatency"], e["acked"], e["failed"]] if is_spout else
             [e["capacity"], e["executeLatency"], e["executed"], e["processLatency"], e["acked"], e["failed"]])
          for e in doc["executorStats"]], empty="No executors assigned")))
+    metric_rows = [[e["id"], name, f"{value:,.1f}" if isinstance(value, float) and not value.is_integer() else
+                    f"{value:,.0f}"] for e in doc["executorStats"] for name, value in e.get("metrics", {}).items()]
+    if metric_rows:
+        parts.append(section("Metrics (all time; Trident: txid, batches committed, batch latency)",
+                             table(["Executor", "Metric", "Value"], metric_rows)))
     parts.append(_errors_section({cid: doc["componentErrors"]}))
     return page(f"Component {cid}", "".join(parts))
 

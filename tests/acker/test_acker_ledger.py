@@ -118,3 +118,19 @@ def test_apply_batch_matches_the_single_message_rules() -> None:
     assert sorted(r for v, r, _t in got if v == FAILED) == list(range(0, 100, 10))
     assert len(got) == 100 and unknown == [("__bogus", 3, [1], None)]
     assert len(batch_ledger) == len(single_ledger)  # late acks of failed trees wait for expiry
+
+
+def test_one_ack_message_may_carry_the_pairs_of_many_trees() -> None:
+    # A bolt executor sends its combined acks of one flush as [root, value, root, value, ...].
+    rng = random.Random(3)
+    ledger = Ledger()
+    inits, acks = [], []
+    for root in range(1, 6):
+        edge = rng.getrandbits(64)
+        inits.append(("__ack_init", 1, [root, edge, 7], None))
+        acks.extend([root, edge if root != 3 else edge ^ 1])  # tree 3 stays open
+    early = ledger.apply_batch([("__ack_ack", 2, acks[:4], None)])  # trees 1 and 2 ack before init
+    assert early == []
+    got = ledger.apply_batch(inits[:3] + [("__ack_ack", 2, acks[4:], None)] + inits[3:])
+    assert got == [(ACKED, 1, 7), (ACKED, 2, 7), (ACKED, 4, 7), (ACKED, 5, 7)]
+    assert len(ledger) == 1  # tree 3
