@@ -17,7 +17,8 @@ a tuple key comes back as a tuple). A store is opened per task with a namespace
 resubmitted topology of the same name finds its state. Stores run on the executor thread.
 
 - ``memory``: a dict per process (survives a task's re-creation, not its worker's death).
-- ``sqlite`` (``{"path": ...}``): one file, WAL mode, tables ``kv_state``/``kv_prepared``.
+- ``sqlite`` (``{"path": ...}``, default ``<storm.local.dir>/state/kv_state.db``; the default
+  provider): one file, WAL mode, tables ``kv_state``/``kv_prepared``.
 - ``redis`` (``{"url": ..., "prefix": ...}``): hash ``<prefix>:<ns>:committed`` and string
   ``<prefix>:<ns>:prepared``; ``commit`` is a MULTI/EXEC transaction.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -325,14 +327,15 @@ class KeyValueState:
 
 def open_state(conf: Mapping[str, Any], namespace: str) -> KeyValueState:
     """The KeyValueState of ``namespace`` from ``topology.state.provider`` (+ ``.config``)."""
-    provider = str(conf.get("topology.state.provider") or "memory")
+    provider = str(conf.get("topology.state.provider") or "sqlite")
     settings = conf.get("topology.state.provider.config") or {}
     if not isinstance(settings, Mapping):
         raise ValueError(f"topology.state.provider.config must be a dict, got {settings!r}")
     if provider == "memory":
         return KeyValueState(MemoryStore(namespace))
     if provider == "sqlite":
-        path = settings.get("path") or "stormpy-state.db"
+        path = settings.get("path") or os.path.join(str(conf.get("storm.local.dir") or "storm-local"),
+                                                    "state", "kv_state.db")
         return KeyValueState(SqliteStore(path, namespace))
     if provider == "redis":
         url = settings.get("url")

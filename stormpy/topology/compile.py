@@ -151,6 +151,11 @@ def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | Non
             spouts[spec.name] = storm.SpoutSpec(spout_object=obj, common=common)
         else:
             bolts[spec.name] = storm.Bolt(bolt_object=obj, common=common)
+    stateful = [spec.name for spec in specs if spec.name in bolts and getattr(spec.component_cls, "is_stateful", False)]
+    if stateful:
+        from stormpy.stateful.checkpoint import add_checkpointing
+
+        add_checkpointing(spouts, bolts, stateful, conf)
     return storm.StormTopology(spouts=spouts, bolts=bolts, state_spouts={})
 
 
