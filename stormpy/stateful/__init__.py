@@ -3,5 +3,6 @@ from __future__ import annotations
 
 from stormpy.stateful.bolt import StatefulBolt
 from stormpy.stateful.state import KeyValueState, open_state
+from stormpy.stateful.windowed import StatefulWindowedBolt
 
-__all__ = ["KeyValueState", "StatefulBolt", "open_state"]
+__all__ = ["KeyValueState", "StatefulBolt", "StatefulWindowedBolt", "open_state"]

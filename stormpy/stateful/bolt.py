@@ -98,6 +98,12 @@ class StatefulBolt(Bolt):
         """The KeyValueState (None before the task started)."""
         return self._state
 
+    def _before_prepare(self, txid: int, state: KeyValueState) -> None:
+        """Framework hook (stateful windows): put what must survive into ``state`` now."""
+
+    def _restore(self, state: KeyValueState) -> None:
+        """Framework hook (stateful windows): take back what ``_before_prepare`` saved."""
+
     def _stateful_process(self, tup: Tuple) -> None:
         if tup.stream == CHECKPOINT_STREAM and tup.component == CHECKPOINT_COMPONENT:
             self._on_checkpoint(tup)
@@ -134,6 +140,7 @@ class StatefulBolt(Bolt):
                 task.fail(tup)
                 return
             self.pre_prepare(txid)
+            self._before_prepare(txid, state)
             state.prepare_commit(txid)
             self._prepared.extend(self._uncommitted.values())
             self._uncommitted = {}
@@ -156,6 +163,7 @@ class StatefulBolt(Bolt):
                          self.component_name, self.task_id, len(doomed))
         elif action == INITSTATE:
             if not self._initialized:
+                self._restore(state)
                 self.init_state(state)
                 self._initialized = True
                 waiting, self._waiting = self._waiting, []

@@ -197,6 +197,31 @@ class WindowManager:
         """Every item the manager still holds (released or waiting), oldest first."""
         return [e[2] for e in self._released] + [e[2] for e in self._waiting]
 
+    # ------------------------------------------------------------ persistence (stateful windows)
+    def snapshot(self, encode: Callable[[Any], Any]) -> dict[str, Any]:
+        """A JSON-able picture of what the manager holds (items through ``encode``)."""
+        return {
+            "released": [[ts, seq, encode(item)] for ts, seq, item in self._released],
+            "waiting": [[ts, seq, encode(item)] for ts, seq, item in self._waiting],
+            "expired": [encode(item) for item in self._expired],
+            "seq": self._seq, "since_fire": self._since_fire, "previous": sorted(self._previous),
+            "next_end": self._next_end, "watermark": self.watermark,
+            "stream_max": [[list(k) if isinstance(k, tuple) else k, v] for k, v in self._stream_max.items()],
+        }
+
+    def restore(self, snap: Mapping[str, Any], decode: Callable[[Any], Any]) -> None:
+        """Continue from ``snapshot`` (taken by a predecessor): items come back through ``decode``."""
+        self._released = [(int(ts), int(seq), decode(item)) for ts, seq, item in snap["released"]]
+        self._waiting = [(int(ts), int(seq), decode(item)) for ts, seq, item in snap["waiting"]]
+        self._expired = [decode(item) for item in snap["expired"]]
+        self._seq = int(snap["seq"])
+        self._since_fire = int(snap["since_fire"])
+        self._previous = set(snap["previous"])
+        if snap["next_end"] is not None:
+            self._next_end = int(snap["next_end"])
+        self.watermark = snap["watermark"]
+        self._stream_max = {tuple(k) if isinstance(k, list) else k: int(v) for k, v in snap["stream_max"]}
+
     # ------------------------------------------------------------ triggers
     def _release(self, entry: tuple[int, int, Any]) -> None:
         self._released.append(entry)
