@@ -288,3 +288,18 @@ def warn_unknown_keys(values: Iterable[str], logger: Any = None) -> list[str]:
         logger.warning("%s", text)
         texts.append(text)
     return texts
+
+# ---------------------------------------------------------------- windowed and stateful bolts (DESIGN 12)
+# Storm's names. The window keys are set in a windowed bolt's component config by
+# WindowedBolt.with_window & co (Storm's getComponentConfiguration), so submit can check them.
+WINDOW_LENGTH_COUNT = _key("topology.bolts.window.length.count", None, int, "Window length in tuples.")
+WINDOW_LENGTH_DURATION_MS = _key("topology.bolts.window.length.duration.ms", None, int, "Window length in ms.")
+SLIDING_INTERVAL_COUNT = _key("topology.bolts.sliding.interval.count", None, int, "Window slide in tuples.")
+SLIDING_INTERVAL_DURATION_MS = _key("topology.bolts.sliding.interval.duration.ms", None, int, "Window slide in ms.")
+TIMESTAMP_FIELD = _key("topology.bolts.tuple.timestamp.field.name", None, str, "Event-time field (ms since the epoch).")
+TIMESTAMP_MAX_LAG_MS = _key("topology.bolts.tuple.timestamp.max.lag.ms", None, int, "How far event time may lag (ms).")
+WATERMARK_INTERVAL_MS = _key("topology.bolts.watermark.event.interval.ms", None, int, "Watermark every this many ms (default 1000).")
+LATE_TUPLE_STREAM = _key("topology.bolts.late.tuple.stream", None, str, "Stream that receives tuples older than the watermark.")
+TOPOLOGY_STATE_PROVIDER = _key("topology.state.provider", "sqlite", str, "Stateful bolts' KeyValueState: memory, sqlite (embedded default) or redis.")
+TOPOLOGY_STATE_PROVIDER_CONFIG = _key("topology.state.provider.config", None, dict, "Provider settings: {path} for sqlite (default <storm.local.dir>/state/kv_state.db), {url, prefix} for redis.")
+TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = _key("topology.state.checkpoint.interval.ms", 1000, int, "The checkpoint spout starts a checkpoint this often.")
