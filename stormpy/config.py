@@ -93,6 +93,8 @@ NIMBUS_MONITOR_FREQ_SECS = _key("nimbus.monitor.freq.secs", 10, int, "How often 
 NIMBUS_CLEANUP_INBOX_FREQ_SECS = _key("nimbus.cleanup.inbox.freq.secs", 600, int, "How often old uploads are deleted.")
 NIMBUS_INBOX_JAR_EXPIRATION_SECS = _key("nimbus.inbox.jar.expiration.secs", 3600, int, "Age after which an upload is deleted.")
 NIMBUS_FILE_COPY_EXPIRATION_SECS = _key("nimbus.file.copy.expiration.secs", 600, int, "An idle upload/download stream is dropped after this.")
+NIMBUS_CODE_SYNC_FREQ_SECS = _key("nimbus.code.sync.freq.secs", 120, int,
+                                  "How often a standby Nimbus copies missing topology code from the leader.")
 NIMBUS_FILE_UPLOAD_MAX_BYTES = _key("nimbus.file.upload.max.bytes", 256 * 1024 * 1024, int, "Largest accepted topology upload.")
 
 # ---------------------------------------------------------------- supervisor
