@@ -7,6 +7,7 @@ they are: topologies carry their users' own keys to components as ``stormconf``.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -289,3 +290,15 @@ def warn_unknown_keys(values: Iterable[str], logger: Any = None) -> list[str]:
         logger.warning("%s", text)
         texts.append(text)
     return texts
+
+
+def local_bind_host(conf: Mapping[str, Any], any_host: str = "0.0.0.0") -> str:
+    """Where a daemon or worker binds: ``storm.local.hostname`` when it is an IP address (a host
+    with its own address, e.g. a network namespace: bind that address, never 127.0.0.1), else
+    ``any_host`` (every interface), because a name may resolve to a loopback address."""
+    host = conf.get(STORM_LOCAL_HOSTNAME.name)
+    try:
+        ipaddress.ip_address(host or "")
+    except ValueError:
+        return any_host
+    return str(host)

@@ -10,7 +10,6 @@ connection threads.
 """
 from __future__ import annotations
 
-import ipaddress
 import logging
 import socket
 import threading
@@ -33,17 +32,6 @@ log = logging.getLogger(__name__)
 def advertised_host(conf: cfg.Config) -> str:
     """``storm.local.hostname`` or this machine's name: what supervisors and clients see."""
     return conf[cfg.STORM_LOCAL_HOSTNAME] or socket.getfqdn() or socket.gethostname()
-
-
-def bind_address(conf: cfg.Config) -> str:
-    """The address the Thrift port binds: ``storm.local.hostname`` when it is an IP address (a
-    host with its own address, e.g. a network namespace), else every interface."""
-    host = conf[cfg.STORM_LOCAL_HOSTNAME]
-    try:
-        ipaddress.ip_address(host or "")
-    except ValueError:
-        return "0.0.0.0"
-    return str(host)
 
 
 class NimbusDaemon:
@@ -82,7 +70,7 @@ class NimbusDaemon:
             self.elector.step(acquire_timeout=0)
         except Exception as exc:  # noqa: BLE001 - the leader unreachable for a sync: the HA thread retries
             log.warning("first leadership round failed (the HA thread retries): %s", exc)
-        self.server = ThriftServer(NimbusHandler(self.nimbus, self.host_port), bind_address(self.conf), self.port,
+        self.server = ThriftServer(NimbusHandler(self.nimbus, self.host_port), cfg.local_bind_host(self.conf), self.port,
                                    self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFER_SIZE])
         try:
             self.server.start()
