@@ -94,6 +94,7 @@ def test_sigkill_leader_standby_takes_over_topology_keeps_acking(cluster, out_di
         acks_at_kill = len(acked_ids(out_dir))
         assert wait_for_leader(cluster.conf, SESSION_TIMEOUT_SECS + 20, host_port=second) == second
         took = time.monotonic() - killed_at
+        assert len(acked_ids(out_dir)) > acks_at_kill, "acks went on while no Nimbus led"
         print(f"failover: {second} leads {took:.1f}s after SIGKILL of {first}")
         # `stormpy list` with both Nimbus daemons in nimbus.seeds answers from the new leader.
         assert name in cluster.cli("list").stdout
