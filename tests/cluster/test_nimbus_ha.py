@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from thriftpy2.thrift import TApplicationException
 
-from stormpy.client.nimbus_client import open_client
+from stormpy.client.nimbus_client import connect, open_client
+from stormpy.errors import UserError
 from stormpy.testing import wait_for_leader, wait_until
 from stormpy.thrift import storm
 
@@ -92,6 +93,10 @@ def test_sigkill_leader_standby_takes_over_topology_keeps_acking(cluster, out_di
         killed_at = time.monotonic()
         cluster.nimbuses[0].kill(signal.SIGKILL)
         acks_at_kill = len(acked_ids(out_dir))
+        # Until the dead leader's session expires it still holds the lock: no reachable leader.
+        with pytest.raises(UserError, match="could not find a leader Nimbus from the seed hosts"):
+            with connect(cluster.conf):
+                pass
         assert wait_for_leader(cluster.conf, SESSION_TIMEOUT_SECS + 20, host_port=second) == second
         took = time.monotonic() - killed_at
         assert len(acked_ids(out_dir)) > acks_at_kill, "acks went on while no Nimbus led"
