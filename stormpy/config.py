@@ -7,6 +7,7 @@ they are: topologies carry their users' own keys to components as ``stormconf``.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -93,6 +94,8 @@ NIMBUS_MONITOR_FREQ_SECS = _key("nimbus.monitor.freq.secs", 10, int, "How often 
 NIMBUS_CLEANUP_INBOX_FREQ_SECS = _key("nimbus.cleanup.inbox.freq.secs", 600, int, "How often old uploads are deleted.")
 NIMBUS_INBOX_JAR_EXPIRATION_SECS = _key("nimbus.inbox.jar.expiration.secs", 3600, int, "Age after which an upload is deleted.")
 NIMBUS_FILE_COPY_EXPIRATION_SECS = _key("nimbus.file.copy.expiration.secs", 600, int, "An idle upload/download stream is dropped after this.")
+NIMBUS_CODE_SYNC_FREQ_SECS = _key("nimbus.code.sync.freq.secs", 120, int,
+                                  "How often a standby Nimbus copies missing topology code from the leader.")
 NIMBUS_FILE_UPLOAD_MAX_BYTES = _key("nimbus.file.upload.max.bytes", 256 * 1024 * 1024, int, "Largest accepted topology upload.")
 
 # ---------------------------------------------------------------- supervisor
@@ -303,3 +306,14 @@ LATE_TUPLE_STREAM = _key("topology.bolts.late.tuple.stream", None, str, "Stream 
 TOPOLOGY_STATE_PROVIDER = _key("topology.state.provider", "sqlite", str, "Stateful bolts' KeyValueState: memory, sqlite (embedded default) or redis.")
 TOPOLOGY_STATE_PROVIDER_CONFIG = _key("topology.state.provider.config", None, dict, "Provider settings: {path} for sqlite (default <storm.local.dir>/state/kv_state.db), {url, prefix} for redis.")
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = _key("topology.state.checkpoint.interval.ms", 1000, int, "The checkpoint spout starts a checkpoint this often.")
+
+def local_bind_host(conf: Mapping[str, Any], any_host: str = "0.0.0.0") -> str:
+    """Where a daemon or worker binds: ``storm.local.hostname`` when it is an IP address (a host
+    with its own address, e.g. a network namespace: bind that address, never 127.0.0.1), else
+    ``any_host`` (every interface), because a name may resolve to a loopback address."""
+    host = conf.get(STORM_LOCAL_HOSTNAME.name)
+    try:
+        ipaddress.ip_address(host or "")
+    except ValueError:
+        return any_host
+    return str(host)
