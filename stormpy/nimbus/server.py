@@ -44,38 +44,61 @@ class NimbusHandler:
         self.files = nimbus.files
         self.host_port = host_port
 
+    # ------------------------------------------------------------ leadership (DESIGN section 14)
+    def _leader_only(self, call: str) -> None:
+        """Refuse a leader-only call on a standby (or a leader still recovering), naming the leader."""
+        if self.nimbus.leader_ready and self.nimbus.state.is_leader():
+            return
+        leader = self.nimbus.state.leader()
+        where = f"the leader is {leader}" if leader and leader != self.host_port else "no leader is elected yet"
+        msg = (f"{call} refused: Nimbus {self.host_port} is not the leader; {where} "
+               f"(clients follow the leader through nimbus.seeds)")
+        if call in ("beginFileUpload", "uploadChunk", "finishFileUpload"):
+            raise storm.IllegalStateException(msg=msg)
+        raise TApplicationException(TApplicationException.INTERNAL_ERROR, msg)
+
     # ------------------------------------------------------------ topology lifecycle
     def submitTopology(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any) -> None:
+        self._leader_only("submitTopology")
         self.nimbus.submit(name, uploadedJarLocation, jsonConf, topology)
 
     def submitTopologyWithOpts(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any,
                                options: Any) -> None:
+        self._leader_only("submitTopologyWithOpts")
         status = options.initial_status if options is not None else storm.TopologyInitialStatus.ACTIVE
         self.nimbus.submit(name, uploadedJarLocation, jsonConf, topology, status)
 
     def killTopology(self, name: str) -> None:
+        self._leader_only("killTopology")
         self.nimbus.kill(name, None)
 
     def killTopologyWithOpts(self, name: str, options: Any) -> None:
+        self._leader_only("killTopologyWithOpts")
         self.nimbus.kill(name, options.wait_secs if options is not None else None)
 
     def activate(self, name: str) -> None:
+        self._leader_only("activate")
         self.nimbus.user_action(name, tr.Event.ACTIVATE)
 
     def deactivate(self, name: str) -> None:
+        self._leader_only("deactivate")
         self.nimbus.user_action(name, tr.Event.DEACTIVATE)
 
     def rebalance(self, name: str, options: Any) -> None:
+        self._leader_only("rebalance")
         self.nimbus.rebalance(name, options or storm.RebalanceOptions())
 
     # ------------------------------------------------------------ files
     def beginFileUpload(self) -> str:
+        self._leader_only("beginFileUpload")
         return self.files.begin_upload()
 
     def uploadChunk(self, location: str, chunk: bytes) -> None:
+        self._leader_only("uploadChunk")
         self.files.upload_chunk(location, chunk if isinstance(chunk, bytes) else bytes(chunk or b""))
 
     def finishFileUpload(self, location: str) -> None:
+        self._leader_only("finishFileUpload")
         self.files.finish_upload(location)
 
     def beginFileDownload(self, file: str) -> str:
@@ -134,11 +157,15 @@ class NimbusHandler:
         return self.nimbus.find_id(name) is None
 
     def getLeader(self) -> Any:
-        """The NimbusSummary of the leader (``isLeader``), else of this Nimbus."""
-        nimbuses = self.getClusterInfo().nimbuses or []
-        for summary in nimbuses:
-            if summary.isLeader:
-                return summary
+        """The NimbusSummary of the Nimbus holding ``/leader-lock`` (``isLeader``); when nobody
+        holds it, this Nimbus's own summary with ``isLeader`` false (clients then try other seeds)."""
+        leader = self.nimbus.state.leader()
+        if leader is not None:
+            for summary in self.getClusterInfo().nimbuses or []:
+                if f"{summary.host}:{summary.port}" == leader:
+                    return summary
+            host, _, port = leader.rpartition(":")
+            return storm.NimbusSummary(host=host, port=int(port or 0), isLeader=True, version="", uptime_secs=0)
         host, _, port = self.host_port.rpartition(":")
         return storm.NimbusSummary(host=host, port=int(port or 0), isLeader=False, version=DAEMON_VERSION,
                                    uptime_secs=self.nimbus.now_secs() - self.nimbus.started_secs)
@@ -185,9 +212,10 @@ class NimbusHandler:
         for topology_id, base in sorted(state.storm_bases().items()):
             assignment = assignments.get(topology_id)
             topologies.append(self._topology_summary(topology_id, base, assignment, now))
+        leader = state.leader()   # the lock holder, not the registrations' (possibly stale) flags
         nimbuses = [storm.NimbusSummary(host=hp.rpartition(":")[0], port=int(hp.rpartition(":")[2] or 0),
                                         uptime_secs=now - self.nimbus.started_secs if hp == self.host_port
-                                        else info.uptime_secs, isLeader=info.isLeader, version=info.version)
+                                        else info.uptime_secs, isLeader=hp == leader, version=info.version)
                     for hp, info in sorted(state.nimbuses().items())]
         return storm.ClusterSummary(supervisors=supervisors, nimbus_uptime_secs=now - self.nimbus.started_secs,
                                     topologies=topologies, nimbuses=nimbuses)

@@ -78,7 +78,7 @@ def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = 
             raise invalid(f"component {spec.name!r}: custom grouping {grouping.obj!r} cannot be pickled: {exc}") from None
         inputs[storm.GlobalStreamId(componentId=source_id, streamId=stream)] = thrift_grouping
     try:
-        json_conf = json.dumps(spec.config)
+        json_conf = json.dumps({**_component_configuration(spec), **spec.config})
     except (TypeError, ValueError) as exc:
         raise invalid(f"component {spec.name!r}: config is not JSON-serializable: {exc}") from None
     return storm.ComponentCommon(
@@ -87,6 +87,12 @@ def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = 
         parallelism_hint=_par(spec, environment),
         json_conf=json_conf,
     )
+
+
+def _component_configuration(spec: ComponentSpec) -> dict[str, Any]:
+    """Storm's ``getComponentConfiguration``: config the component declares itself (windows)."""
+    hook = getattr(spec.instance if spec.instance is not None else spec.component_cls, "get_component_configuration", None)
+    return dict(hook() or {}) if callable(hook) else {}
 
 
 def _par(spec: ComponentSpec, environment: str | None) -> int:
@@ -145,6 +151,11 @@ def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | Non
             spouts[spec.name] = storm.SpoutSpec(spout_object=obj, common=common)
         else:
             bolts[spec.name] = storm.Bolt(bolt_object=obj, common=common)
+    stateful = [spec.name for spec in specs if spec.name in bolts and getattr(spec.component_cls, "is_stateful", False)]
+    if stateful:
+        from stormpy.stateful.checkpoint import add_checkpointing
+
+        add_checkpointing(spouts, bolts, stateful, conf)
     return storm.StormTopology(spouts=spouts, bolts=bolts, state_spouts={})
 
 

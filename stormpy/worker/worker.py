@@ -109,7 +109,8 @@ class Worker:
         self._start_local_heartbeat()
         self.plan = self._load_plan()
         self.reporter = ErrorReporter(self._write_error, self.host, self.port).start()
-        self.transfer = ZmqTransfer(self.host, self.port, report_error=self._transfer_error,
+        self.transfer = ZmqTransfer(self.host, self.port, bind_host=C.local_bind_host(self.conf, "*"),
+                                    report_error=self._transfer_error,
                                     serialization=from_conf(self.plan.conf)
                                     if self.plan.conf.get(C.TOPOLOGY_SERIALIZERS.name) else None)
         self.transfer.bind()
