@@ -81,8 +81,16 @@ class Lines(PartitionedSpout):
 
     def close(self):
         if self.first_task:
-            print(f"trident_spark: word counts per batch in {self.output}\n"
-                  f"  check them: python {Path(__file__).name} check {self.output}", flush=True)
+            print(where(self.output), flush=True)
+
+
+def where(output: str) -> str:
+    """The output directory and the command that checks it (printed at the start and the end)."""
+    try:
+        script = os.path.relpath(__file__)
+    except ValueError:   # another drive (Windows)
+        script = __file__
+    return f"trident_spark: word counts per batch in {output}\n  check them: python {script} check {output}"
 
 
 class Split(Function):
@@ -105,6 +113,7 @@ class TridentSpark(TridentTopology):
 
     def build(self, conf):
         output = conf.get("tspark.output") or _DEFAULT_OUTPUT
+        print(where(output), flush=True)
         spout = Lines(int(conf.get("tspark.lines.per.batch", 50)), output)
         (self.new_stream("lines", spout, par=2)
              .each(["sentence"], Split(float(conf.get("tspark.fail.rate", 0.002))), ["word"])
