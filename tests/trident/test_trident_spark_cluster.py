@@ -157,6 +157,24 @@ def test_spark_rows_once_and_exact_redis_counts_after_worker_sigkills(scluster, 
     run.assert_exact(spark)
 
 
+@pytest.mark.slow
+def test_opaque_spout_exact_after_worker_sigkills_mid_commit(scluster, runs, spark, redis_server, redis_prefix,
+                                                             tmp_path):
+    """An opaque spout's replay carries other lines than the attempt whose commit already landed in
+    some partitions: Redis must revert what only that attempt wrote, Spark replace its files."""
+    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=300, per_batch=12,
+              extra={"tspark.kind": "opaque"})
+    runs.append(run)
+    scluster.wait_workers(run.id, 2)
+    for share in (4, 2):
+        run.wait_counted(run.total // share, f"1/{share} counted before a SIGKILL")
+        victim = scluster.worker_pids(run.id)[0]
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: (now := scluster.worker_pids(run.id)) and len(now) == 2 and victim not in now, 90,
+                   f"the supervisor to restart SIGKILLed worker {victim}")
+    run.assert_exact(spark)
+
+
 def test_exact_redis_counts_after_a_redis_restart_mid_run(scluster, runs, spark, redis_server, redis_prefix,
                                                           tmp_path):
     run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=300, per_batch=10)

@@ -7,13 +7,17 @@ into ``RedisMapState.opaque(tspark.redis.url, tspark.redis.prefix)`` (exact word
 
 Config keys (``-c`` at submit): ``tspark.output``, ``tspark.redis.url``, ``tspark.redis.prefix``,
 ``tspark.lines`` (lines per partition), ``tspark.per.batch`` (lines per partition per batch),
-and the test hook ``spark.state.test.die.after.write``.
+``tspark.kind`` (``opaque``: an OpaquePartitionedSpout whose batch sizes vary from call to call,
+so a replayed txid carries other lines), and the test hook ``spark.state.test.die.after.write``.
 """
 from __future__ import annotations
 
 from trident_wc_cluster import PARTITIONS, lines_of
 
-from stormpy.trident import Count, Function, PartitionedSpout, RedisMapState, SparkState, TridentTopology
+import random
+
+from stormpy.trident import (Count, Function, OpaquePartitionedSpout, PartitionedSpout, RedisMapState, SparkState,
+                             TridentTopology)
 
 
 class NumberedLines(PartitionedSpout):
@@ -40,6 +44,30 @@ class NumberedLines(PartitionedSpout):
             collector.emit([self.text[partition][step], partition, step])
 
 
+class OpaqueNumberedLines(OpaquePartitionedSpout):
+    """Opaque: each call takes 1..per_batch lines, so a replay of a txid differs from its first attempt."""
+
+    outputs = ["sentence", "partition", "step"]
+
+    def __init__(self, lines: int, per_batch: int) -> None:
+        self.lines = lines
+        self.per_batch = per_batch
+
+    def initialize(self, stormconf, context):
+        self.text = {p: lines_of(p, self.lines) for p in range(PARTITIONS)}
+        self.rnd = random.Random()
+
+    def partitions(self):
+        return list(range(PARTITIONS))
+
+    def emit_batch(self, txid, collector, partition, last_meta):
+        start = last_meta["end"] if last_meta else 0
+        end = min(start + self.rnd.randint(1, self.per_batch), self.lines)
+        for step in range(start, end):
+            collector.emit([self.text[partition][step], partition, step])
+        return {"start": start, "end": end}
+
+
 class Split(Function):
     def execute(self, tup, collector):
         for word in tup["sentence"].split():
@@ -52,7 +80,8 @@ class SparkRedisCluster(TridentTopology):
               "spark.sql.shuffle.partitions": 1}
 
     def build(self, conf):
-        spout = NumberedLines(int(conf.get("tspark.lines", 300)), int(conf.get("tspark.per.batch", 10)))
+        kind = OpaqueNumberedLines if conf.get("tspark.kind") == "opaque" else NumberedLines
+        spout = kind(int(conf.get("tspark.lines", 300)), int(conf.get("tspark.per.batch", 10)))
         lines = self.new_stream("lines", spout, par=2)
         (lines.shuffle()
               .partition_persist(SparkState(path=conf["tspark.output"]), ["partition", "step", "sentence"],
