@@ -35,6 +35,8 @@ from typing import Any, Protocol
 import msgpack
 import zmq
 
+from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
+
 log = logging.getLogger(__name__)
 
 CONTROL_TASK = -1
@@ -129,7 +131,7 @@ class ZmqTransfer:
         self._throttled = False
         self.counters = {"sent_frames": 0, "sent_messages": 0, "received_frames": 0,
                          "received_messages": 0, "dropped_messages": 0, "bad_frames": 0,
-                         "unroutable_messages": 0}
+                         "unroutable_messages": 0, "bad_messages": 0, "oversized_frames": 0}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -420,8 +422,37 @@ class ZmqTransfer:
             # one C-level pass instead of a Python loop: every message must be a 4-sequence
             if set(map(len, messages)) != _FOUR:
                 raise ValueError(f"a message for task {task_id} is not (stream, src, values, anchors)")
+            if not all(map(_well_formed, messages)):
+                messages = self._drop_malformed(task_id, messages)
+                if not messages:
+                    continue
             self.counters["received_messages"] += len(messages)
             runtime.receive(task_id, messages)  # type: ignore[union-attr]
+
+    def _drop_malformed(self, task_id: int, messages: Any) -> list:
+        """Keep the well-formed messages of a batch; count, log (rate-limited) and report the rest.
+
+        A message of the wrong shape (an int where the acker protocol wants a list, a string
+        as anchor) would otherwise raise inside framework code of the receiving executor.
+        The sender is named by the task id it claims: PULL sockets do not tell peers apart.
+        """
+        kept = []
+        for message in messages:
+            if _well_formed(message):
+                kept.append(message)
+                continue
+            n = self.counters["bad_messages"] = self.counters["bad_messages"] + 1
+            if n & (n - 1) == 0:   # the 1st, 2nd, 4th, 8th, ... bad message
+                stream, src = message[0], message[1]
+                text = (f"dropped a malformed message for task {task_id} on stream {stream!r:.60} "
+                        f"claiming to come from task {src!r:.20} ({n} so far)")
+                log.warning("transfer: %s", text)
+                if self._report_error is not None and type(task_id) is int:
+                    try:
+                        self._report_error(task_id, text)
+                    except Exception:  # noqa: BLE001 - reporting must never kill the receive thread
+                        log.exception("transfer: could not report a malformed message")
+        return kept
 
     def _bad_frame(self, frame: bytes, exc: Exception) -> None:
         self.counters["bad_frames"] += 1
@@ -429,6 +460,32 @@ class ZmqTransfer:
         if n <= 10 or n % 1000 == 0:
             log.warning("transfer: dropped a malformed frame of %d bytes (%s; %d so far)",
                         len(frame), exc, n)
+
+
+def _well_formed(message: Any) -> bool:
+    """Whether a received ``(stream, src, values, anchors)`` has the shape executors rely on.
+
+    Anchors are ``None`` or ``{root: edge}`` with int keys and values; acker traffic carries
+    only ints (``__ack_init`` in triples, ``__ack_fail`` at least one root). User values are
+    the bolt's business: a wrong arity raises in user code, which restarts the task.
+    """
+    stream, src, values, anchors = message
+    if type(stream) is not str or type(src) is not int or not isinstance(values, (tuple, list)):
+        return False
+    if anchors is not None:
+        if type(anchors) is not dict:
+            return False
+        for root, edge in anchors.items():
+            if type(root) is not int or type(edge) is not int:
+                return False
+    if stream in ACKER_STREAMS:
+        if not values or not all(type(v) is int for v in values):
+            return False
+        if stream == ACK_INIT and len(values) % 3:
+            return False
+        if stream == ACK_FAIL and len(values) != 1:
+            return False
+    return True
 
 
 class _Stop:

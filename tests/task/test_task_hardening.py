@@ -1,0 +1,75 @@
+"""Executors never die silently (issue 10, item 1): framework errors are reported as the
+component's errors and the task restarts; the executor thread stays alive."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from stormpy import Bolt, Spout, Topology
+from stormpy.streams import ACK_ACK
+
+STATE: dict[str, Any] = {}
+
+
+class CountingSpout(Spout):
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.n = 0
+        STATE["inits"] = STATE.get("inits", 0) + 1
+
+    def next_tuple(self) -> None:
+        self.n += 1
+        self.emit([self.n], tup_id=self.n)
+
+    def ack(self, tup_id: Any) -> None:
+        with STATE["lock"]:
+            STATE["acked"] = STATE.get("acked", 0) + 1
+
+
+class Sink(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        pass
+
+
+class SmallTopology(Topology):
+    spout = CountingSpout.spec()
+    sink = Sink.spec(inputs=[spout])
+
+
+def test_malformed_acker_answer_does_not_kill_the_spout_executor(local_topology: Any, waiter: Any) -> None:
+    STATE.clear()
+    STATE["lock"] = threading.Lock()
+    local = local_topology(SmallTopology, **{"topology.max.spout.pending": 100,
+                                             "topology.task.restart.backoff.secs": 0.05})
+    spout = next(e for e in local.runtime.executors.values() if e.component_id == "spout")
+    waiter(lambda: STATE.get("acked", 0) >= 100, 30, "the spout's first acks")
+    # Past the transport's door (an in-process sender): an int where the roots list belongs.
+    local.runtime.receive(spout.start_task, [(ACK_ACK, 99, 5, None)])
+    waiter(lambda: local.reporter.counts.get("spout", 0) >= 1, 20, "the framework error reported")
+    assert "receive (framework)" in local.reporter.errors["spout"][-1][2]
+    waiter(lambda: STATE["inits"] >= 2, 20, "the spout task re-created")
+    before = STATE["acked"]
+    waiter(lambda: STATE["acked"] >= before + 100, 30, "acks after the restart")
+    assert spout.thread is not None and spout.thread.is_alive()
+
+
+def test_a_framework_error_in_the_loop_restarts_the_loop(local_topology: Any, waiter: Any) -> None:
+    STATE.clear()
+    STATE["lock"] = threading.Lock()
+    local = local_topology(SmallTopology, **{"topology.max.spout.pending": 100,
+                                             "topology.task.restart.backoff.secs": 0.05})
+    spout = next(e for e in local.runtime.executors.values() if e.component_id == "spout")
+    waiter(lambda: STATE.get("acked", 0) >= 10, 30, "the spout's first acks")
+
+    def broken() -> None:
+        raise RuntimeError("framework bug")
+    spout.call_soon(broken)   # control calls run in the loop itself, outside any task guard
+    waiter(lambda: spout.loop_restarts >= 1, 20, "the loop restarted")
+    waiter(lambda: local.reporter.counts.get("spout", 0) >= 1, 20, "the error reported")
+    assert "executor loop" in local.reporter.errors["spout"][-1][2]
+    before = STATE["acked"]
+    waiter(lambda: STATE["acked"] >= before + 50, 30, "acks after the loop restart")
+    assert spout.thread is not None and spout.thread.is_alive()
