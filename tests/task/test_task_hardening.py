@@ -73,3 +73,56 @@ def test_a_framework_error_in_the_loop_restarts_the_loop(local_topology: Any, wa
     before = STATE["acked"]
     waiter(lambda: STATE["acked"] >= before + 50, 30, "acks after the loop restart")
     assert spout.thread is not None and spout.thread.is_alive()
+
+
+class EndlessSpout(Spout):
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.n = 0
+
+    def next_tuple(self) -> None:
+        self.n += 1
+        STATE["emitted"] = self.n
+        self.emit([self.n])
+
+
+class NeverStarts(Bolt):
+    outputs: list[str] = []
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        raise RuntimeError("this bolt never initializes")
+
+    def process(self, tup: Any) -> None:
+        raise AssertionError("never called")
+
+
+class DownBoltTopology(Topology):
+    spout = EndlessSpout.spec()
+    down = NeverStarts.spec(inputs=[spout])
+
+
+def test_messages_for_a_down_task_count_toward_backpressure_and_are_bounded(local_topology: Any,
+                                                                             waiter: Any) -> None:
+    """Issue 10 item 2: before, the down task's backlog grew without bound while spouts emitted."""
+    STATE.clear()
+    buffer = 500
+    local = local_topology(DownBoltTopology, **{"topology.executor.receive.buffer.size": buffer,
+                                                "topology.transfer.batch.size": 20,
+                                                "topology.acker.executors": 0,
+                                                "topology.task.restart.backoff.secs": 0.05})
+    down = next(e for e in local.runtime.executors.values() if e.component_id == "down")
+    waiter(lambda: down.overloaded, 30, "the down bolt's executor to report itself overloaded")
+    emitted = []
+    for _ in range(40):   # the spout gets many rounds to emit more: it must not
+        emitted.append(STATE.get("emitted", 0))
+        waiter(lambda: local.reporter.counts.get("down", 0) >= 1, 10, "the initialize error reported")
+        threading.Event().wait(0.025)
+    task = down.tasks[down.start_task]
+    held = down.queued   # includes the backlog held for the down task
+    # Bounded: what the down task holds plus what waits in its queue is about the buffer; the
+    # spout stopped (one round of next_tuple calls and a batch per target past the watermark).
+    assert task.backlog_held <= buffer + 64 + 20, task.backlog_held
+    assert held <= buffer + 64 + 40, held
+    assert emitted[-1] <= buffer + 64 + 40, f"spout kept emitting: {emitted[-1]}"
+    assert local.runtime.is_overloaded()
