@@ -247,6 +247,16 @@ LOGVIEWER_CLEANUP_AGE_MINS = _key("logviewer.cleanup.age.mins", 10080, int, "Del
 LOGVIEWER_CLEANUP_INTERVAL_SECS = _key("logviewer.cleanup.interval.secs", 600, int, "How often the supervisor looks for old worker logs.")
 WORKER_LOG_MAX_BYTES = _key("worker.log.max.bytes", 100 * 1024 * 1024, int, "worker.log rotates at this size (5 old files kept).")
 
+# ---------------------------------------------------------------- hardening and security (issue 10, DESIGN 13)
+STORM_MESSAGING_MAX_MESSAGE_BYTES = _key("storm.messaging.max.message.bytes", 8 * 1024 * 1024, int, "Largest frame a worker's receive socket accepts (ZeroMQ MAXMSGSIZE); senders split larger ones.")
+NIMBUS_EXECUTORS_PER_TOPOLOGY = _key("nimbus.executors.perTopology", 5000, int, "Most executors (and 10x that many tasks) one topology may have.")
+NIMBUS_SLOTS_PER_TOPOLOGY = _key("nimbus.slots.perTopology", 256, int, "Most workers one topology may ask for.")
+NIMBUS_TOPOLOGY_CONF_MAX_BYTES = _key("nimbus.topology.conf.max.bytes", 1024 * 1024, int, "Largest accepted topology conf (jsonConf), bytes.")
+NIMBUS_TOPOLOGY_CONF_MAX_DEPTH = _key("nimbus.topology.conf.max.depth", 32, int, "Deepest nesting accepted in a topology or component conf.")
+NIMBUS_THRIFT_IDLE_TIMEOUT_SECS = _key("nimbus.thrift.idle.timeout.secs", 30, (int, float), "A Thrift connection that sends nothing (or no progress on a frame) this long is closed.")
+NIMBUS_THRIFT_MAX_CONNECTIONS = _key("nimbus.thrift.max.connections", 256, int, "Open Thrift connections beyond this are refused at once.")
+NIMBUS_THRIFT_MAX_BUFFERED_BYTES = _key("nimbus.thrift.max.buffered.bytes", 256 * 1024 * 1024, int, "Bytes of unfinished frames Nimbus buffers over all connections.")
+
 #: Namespaces whose keys are all declared above: an unknown one there is most likely a typo.
 #: ``spark.*`` is checked only under ``spark.sink.``: other spark keys go to the SparkSession builder.
 CHECKED_NAMESPACES = ("storm.", "nimbus.", "supervisor.", "worker.", "topology.", "ui.", "transactional.",

@@ -12,7 +12,11 @@ Threads:
   per peer and sends one frame per peer per round, so batching grows with load while a lone
   tuple leaves at once (light traffic is never held back by a timer). It also applies route
   changes (assignment moved a task) and runs the backpressure check;
-- the *receive thread* owns the PULL socket. Garbage frames are counted, logged and dropped.
+- the *receive thread* owns the PULL socket. Garbage frames are counted, logged and dropped;
+  so are single messages of the wrong shape (``_well_formed``), with the claimed sender named
+  in a rate-limited warning and an error report. The socket refuses frames above
+  ``storm.messaging.max.message.bytes`` (ZeroMQ MAXMSGSIZE drops the connection before
+  buffering them), and the send thread splits its frames below that size.
 
 Backpressure: every few milliseconds the send thread checks whether this worker's own receive
 queues are over their high watermark (the executors' ``overloaded`` flags) and tells every peer
@@ -100,7 +104,7 @@ class ZmqTransfer:
                  backpressure_refresh_secs: float = 1.0, backpressure_expire_secs: float = 4.0,
                  check_interval_secs: float = 0.005,
                  report_error: Callable[[int, str], None] | None = None,
-                 serialization: Any = None) -> None:
+                 serialization: Any = None, max_message_bytes: int = 8 * 1024 * 1024) -> None:
         self.host = host
         self.port = port
         self.me: Address = (host, port)
@@ -112,6 +116,9 @@ class ZmqTransfer:
         self._bp_expire = backpressure_expire_secs
         self._check_interval = check_interval_secs
         self._max_drain = 1000
+        # storm.messaging.max.message.bytes: the receive socket refuses larger frames (ZeroMQ
+        # drops the connection), so the sender splits its frames below it.
+        self._max_bytes = max(1024, int(max_message_bytes))
         self._report_error = report_error
         # stormpy.serialization.Serialization when topology.serializers registers types, else
         # None: plain msgpack, whose tuple-returning decoder is the fast path.
@@ -131,7 +138,8 @@ class ZmqTransfer:
         self._throttled = False
         self.counters = {"sent_frames": 0, "sent_messages": 0, "received_frames": 0,
                          "received_messages": 0, "dropped_messages": 0, "bad_frames": 0,
-                         "unroutable_messages": 0, "bad_messages": 0, "oversized_frames": 0}
+                         "unroutable_messages": 0, "bad_messages": 0, "oversized_messages": 0,
+                         "peer_disconnects": 0}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -142,6 +150,7 @@ class ZmqTransfer:
         pull = self._ctx.socket(zmq.PULL)
         pull.setsockopt(zmq.LINGER, 0)
         pull.setsockopt(zmq.RCVHWM, self._hwm)
+        pull.setsockopt(zmq.MAXMSGSIZE, self._max_bytes)
         pull.bind(f"tcp://{self._bind_host}:{self.port}")
         self._pull = pull
 
@@ -253,10 +262,36 @@ class ZmqTransfer:
             frame = self._pack(envelopes, packer)
             if frame is None:
                 continue
+            frames = [frame] if len(frame) <= self._max_bytes else self._split(envelopes, packer)
             peer = self._peer(addr)
             self.counters["sent_messages"] += sum(len(m) for _, m in envelopes)
-            if peer.pending or not self._try_send(peer, frame):
-                self._park(peer, frame)
+            for frame in frames:
+                if peer.pending or not self._try_send(peer, frame):
+                    self._park(peer, frame)
+
+    def _split(self, envelopes: list, packer: msgpack.Packer) -> list[bytes]:
+        """Frames below the peer's max message size: halve the envelopes (then a batch) until
+        each fits; a single message above the limit is dropped and reported."""
+        if len(envelopes) > 1:
+            half = len(envelopes) // 2
+            parts = [envelopes[:half], envelopes[half:]]
+        else:
+            task_id, messages = envelopes[0]
+            if len(messages) == 1:
+                self.counters["oversized_messages"] += 1
+                self.counters["dropped_messages"] += 1
+                self._unserializable(messages[0], ValueError(
+                    f"one message exceeds storm.messaging.max.message.bytes ({self._max_bytes})"))
+                return []
+            half = len(messages) // 2
+            parts = [[(task_id, messages[:half])], [(task_id, messages[half:])]]
+        frames: list[bytes] = []
+        for part in parts:
+            frame = self._pack(part, packer)
+            if frame is None:
+                continue
+            frames.extend([frame] if len(frame) <= self._max_bytes else self._split(part, packer))
+        return frames
 
     def _pack(self, envelopes: list, packer: msgpack.Packer) -> bytes | None:
         """One msgpack call per frame; on a bad value find and report the offending messages."""
@@ -379,10 +414,16 @@ class ZmqTransfer:
         # A blocking recv with RCVTIMEO (one call per frame, GIL released while waiting) instead
         # of poll + recv; the timeout bounds how long stop() waits for this thread.
         pull.setsockopt(zmq.RCVTIMEO, 100)
+        monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        frames = 0
         while not self._stop.is_set():
+            frames += 1
+            if frames & 255 == 0:
+                self._check_disconnects(monitor)
             try:
                 frame = pull.recv()
             except zmq.Again:
+                self._check_disconnects(monitor)
                 continue
             except zmq.ZMQError as exc:
                 if self._stop.is_set():
@@ -394,7 +435,28 @@ class ZmqTransfer:
                 self._deliver(frame, control)
             except Exception as exc:  # noqa: BLE001 - a bad frame must never kill the worker
                 self._bad_frame(frame, exc)
+        try:
+            pull.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        monitor.close(linger=0)
         pull.close(linger=0)
+
+    def _check_disconnects(self, monitor: zmq.Socket) -> None:
+        """Count peer connections the receive socket lost: a peer worker that went away, or
+        one ZeroMQ cut off for a frame above ``storm.messaging.max.message.bytes``."""
+        while True:
+            try:
+                monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except zmq.ZMQError:
+                return
+            n = self.counters["peer_disconnects"] = self.counters["peer_disconnects"] + 1
+            if n <= 10 or n % 100 == 0:
+                log.warning("transfer: a peer connection to port %d was closed (%d so far): the peer "
+                            "went away, or sent a frame above storm.messaging.max.message.bytes (%d)",
+                            self.port, n, self._max_bytes)
 
     def _deliver(self, frame: bytes, control: dict[str, Callable[..., None]]) -> None:
         if self._serialization is not None:

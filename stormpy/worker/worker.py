@@ -110,6 +110,9 @@ class Worker:
         self.plan = self._load_plan()
         self.reporter = ErrorReporter(self._write_error, self.host, self.port).start()
         self.transfer = ZmqTransfer(self.host, self.port, report_error=self._transfer_error,
+                                    max_message_bytes=int(self.plan.conf.get(
+                                        C.STORM_MESSAGING_MAX_MESSAGE_BYTES.name)
+                                        or C.STORM_MESSAGING_MAX_MESSAGE_BYTES.default),
                                     serialization=from_conf(self.plan.conf)
                                     if self.plan.conf.get(C.TOPOLOGY_SERIALIZERS.name) else None)
         self.transfer.bind()
