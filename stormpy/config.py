@@ -254,7 +254,7 @@ NIMBUS_SLOTS_PER_TOPOLOGY = _key("nimbus.slots.perTopology", 256, int, "Most wor
 NIMBUS_TOPOLOGY_CONF_MAX_BYTES = _key("nimbus.topology.conf.max.bytes", 1024 * 1024, int, "Largest accepted topology conf (jsonConf), bytes.")
 NIMBUS_TOPOLOGY_CONF_MAX_DEPTH = _key("nimbus.topology.conf.max.depth", 32, int, "Deepest nesting accepted in a topology or component conf.")
 NIMBUS_THRIFT_IDLE_TIMEOUT_SECS = _key("nimbus.thrift.idle.timeout.secs", 30, (int, float), "A Thrift connection that sends nothing (or no progress on a frame) this long is closed.")
-NIMBUS_THRIFT_MAX_CONNECTIONS = _key("nimbus.thrift.max.connections", 256, int, "Open Thrift connections beyond this are refused at once.")
+NIMBUS_THRIFT_MAX_CONNECTIONS = _key("nimbus.thrift.max.connections", 256, int, "Most open Thrift connections; at the cap the longest-idle one is closed, or a new one refused if all are busy.")
 NIMBUS_THRIFT_MAX_BUFFERED_BYTES = _key("nimbus.thrift.max.buffered.bytes", 256 * 1024 * 1024, int, "Bytes of unfinished frames Nimbus buffers over all connections.")
 
 #: Namespaces whose keys are all declared above: an unknown one there is most likely a typo.

@@ -55,7 +55,10 @@ class NimbusDaemon:
         nimbus = Nimbus(self.conf, self.state, files, self.timer.schedule)
         nimbus.startup()
         self.server = ThriftServer(NimbusHandler(nimbus, self.host_port), "0.0.0.0", self.port,
-                                   self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFER_SIZE])
+                                   self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFER_SIZE],
+                                   idle_timeout_secs=self.conf[cfg.NIMBUS_THRIFT_IDLE_TIMEOUT_SECS],
+                                   max_connections=self.conf[cfg.NIMBUS_THRIFT_MAX_CONNECTIONS],
+                                   max_buffered_bytes=self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFERED_BYTES])
         try:
             self.server.start()
         except OSError as exc:
