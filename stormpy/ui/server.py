@@ -11,9 +11,12 @@ main thread waits for SIGTERM/SIGINT, because ``server.shutdown()`` blocks until
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -63,6 +66,7 @@ class Request:
     params: dict[str, str]
     query: dict[str, str]
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,9 @@ class UIApp:
         self.conf = conf
         self._connect = connect or _default_connect
         self._clock = clock
+        # Signs the per-topology anti-forgery tokens (Storm's ``antiForgeryToken``); a new one per
+        # UI process, so tokens from an earlier run stop working.
+        self._csrf_key = secrets.token_bytes(32)
         topo = r"/api/v1/topology/(?P<id>[^/]+)"
         table: list[tuple[str, str, Callable[[Request], Any], str]] = [
             ("GET", r"/api/v1/cluster/summary", self.on_cluster_summary, "api"),
@@ -125,10 +132,12 @@ class UIApp:
         try:
             route, params = self._match(method, url.path)
             kind = route.kind
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            request = Request(params, query, body, headers)
             if method == "POST":
                 self._check_origin(headers)
-            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-            result = route.handler(Request(params, query, body))
+                self._check_csrf(request)   # every POST route is an action on one topology
+            result = route.handler(request)
         except api.ApiError as exc:
             if exc.status >= 500:
                 log.warning("%s %s -> %d: %s", method, url.path, exc.status, exc.message)
@@ -158,10 +167,28 @@ class UIApp:
     @staticmethod
     def _check_origin(headers: Mapping[str, str]) -> None:
         """Refuse POSTs a browser sends from another site (a page elsewhere killing topologies).
-        Browsers always send Origin on cross-origin POSTs; curl and scripts send none."""
+
+        A first line only: browsers send Origin on cross-origin POSTs, and ``null`` from
+        sandboxed frames and data: URLs, which is refused too. The anti-forgery token
+        (``csrf_token``) is what every mutating action must carry."""
         origin, host = headers.get("Origin"), headers.get("Host")
-        if origin and origin != "null" and urlsplit(origin).netloc != host:
+        if origin is not None and (origin.strip().lower() == "null" or urlsplit(origin).netloc != host):
             raise api.ApiError(403, "Forbidden", f"cross-origin request from {origin} refused")
+        if (headers.get("Sec-Fetch-Site") or "").lower() == "cross-site":
+            raise api.ApiError(403, "Forbidden", "cross-site request refused")
+
+    def csrf_token(self, topology_id: str) -> str:
+        """The anti-forgery token for actions on ``topology_id``: served only in that topology's
+        JSON and page (which other sites cannot read), sent back as ``X-CSRF-Token``."""
+        return hmac.new(self._csrf_key, b"csrf:" + topology_id.encode(), hashlib.sha256).hexdigest()
+
+    def _check_csrf(self, req: Request) -> None:
+        topology_id = req.params.get("id") or ""
+        sent = req.headers.get("X-CSRF-Token") or ""
+        if not topology_id or not hmac.compare_digest(sent.encode(), self.csrf_token(topology_id).encode()):
+            log.warning("ui: refused a POST on topology %r without a valid X-CSRF-Token", topology_id)
+            raise api.ApiError(403, "Forbidden", "missing or wrong X-CSRF-Token: take the antiForgeryToken "
+                                                 "of GET /api/v1/topology/<id> and send it as X-CSRF-Token")
 
     @staticmethod
     def _error(kind: str, exc: api.ApiError) -> Response:
@@ -234,7 +261,9 @@ class UIApp:
             info = client.getTopologyInfo(topology_id)
             topology = client.getTopology(topology_id)
             conf_json = client.getTopologyConf(topology_id)
-        return api.topology_page(info, topology, conf_json, window, self._now(), self._include_sys(query))
+        doc = api.topology_page(info, topology, conf_json, window, self._now(), self._include_sys(query))
+        doc["antiForgeryToken"] = self.csrf_token(info.id)
+        return doc
 
     def component_doc(self, topology_id: str, component_id: str, query: Mapping[str, str]) -> dict[str, Any]:
         window = api.check_window(query.get("window"))
