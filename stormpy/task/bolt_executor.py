@@ -22,6 +22,14 @@ from stormpy.task.tuple import Tuple, values_class
 
 log = logging.getLogger(__name__)
 
+# A received batch is handed to the driver in slices; a slice that takes longer than
+# _SLOW_SLICE_SECS shrinks the slice size to what takes about half that (down to one
+# message), a fast one doubles it. Acks and
+# emits are flushed between slices, so a slow bolt (50 ms a tuple) acks as it goes instead of
+# once per 1000-tuple batch, 50 s later, when every tree has timed out.
+_MAX_SLICE = 1 << 16
+_SLOW_SLICE_SECS = 0.1
+
 
 class BoltTask(TaskBase):
     """One bolt task: the component's ``emit``/``ack``/``fail`` land here."""
@@ -155,6 +163,7 @@ class BoltExecutor(Executor):
         self.pending_acks: dict[int, int] = {}
         self._dropped: dict[tuple[str, int], int] = {}
         self.backlog_dropped = 0   # messages for down tasks failed beyond the bound
+        self._slice = _MAX_SLICE
         self.sample_countdown = self.settings.sample_every
         # stream -> {src task -> (component, values class, stats key)}: two dict gets per tuple
         self.by_stream: dict[str, dict[int, tuple[str, type, tuple[str, str]]]] = {}
@@ -262,10 +271,47 @@ class BoltExecutor(Executor):
             self._hold_for_restart(task, messages)
             return
         driver = task.driver
-        try:
-            driver.on_messages(messages)
-        except Exception as exc:
-            self._crash(task, exc, driver.where)
+        step = self._slice
+        if len(messages) <= step:
+            started = time.monotonic()
+            try:
+                driver.on_messages(messages)
+            except Exception as exc:
+                self._crash(task, exc, driver.where)
+                return
+            self._resize_slice(time.monotonic() - started, len(messages))
+            return
+        self._on_slices(task, driver, messages)
+
+    def _on_slices(self, task: BoltTask, driver: Any, messages: list[Any]) -> None:
+        """A batch larger than the current slice: hand it over in slices, flushing in between."""
+        index, n = 0, len(messages)
+        while index < n:
+            step = self._slice
+            part = messages[index:index + step]
+            index += len(part)
+            started = time.monotonic()
+            try:
+                driver.on_messages(part)
+            except Exception as exc:
+                self._crash(task, exc, driver.where)
+                if index < n:
+                    self._hold_for_restart(task, messages[index:])
+                return
+            now = time.monotonic()
+            self._resize_slice(now - started, len(part))
+            if index < n:
+                if self._stop.is_set():
+                    return   # stopping: the rest times out and replays
+                if now - self._last_flush >= self.settings.flush_interval_secs:
+                    self.flush()
+
+    def _resize_slice(self, secs: float, handled: int) -> None:
+        """Aim at slices of about half ``_SLOW_SLICE_SECS`` from the last one's time per message."""
+        if secs > _SLOW_SLICE_SECS:
+            self._slice = max(1, min(self._slice, int(handled * _SLOW_SLICE_SECS / 2 / secs)))
+        elif secs < _SLOW_SLICE_SECS / 4 and self._slice < _MAX_SLICE:
+            self._slice *= 2
 
     def _tick(self, freq: Any) -> None:
         for task in self.tasks.values():

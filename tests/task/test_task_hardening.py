@@ -126,3 +126,60 @@ def test_messages_for_a_down_task_count_toward_backpressure_and_are_bounded(loca
     assert held <= buffer + 64 + 40, held
     assert emitted[-1] <= buffer + 64 + 40, f"spout kept emitting: {emitted[-1]}"
     assert local.runtime.is_overloaded()
+
+
+class ReplayingSpout(Spout):
+    """Endless ids; failed (timed-out) ones are replayed first, as a reliable source would."""
+
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.n = 0
+        self.replays: list[int] = []
+
+    def next_tuple(self) -> None:
+        if self.replays:
+            n = self.replays.pop()
+        else:
+            self.n += 1
+            n = self.n
+        self.emit([n], tup_id=n)
+
+    def ack(self, tup_id: Any) -> None:
+        with STATE["lock"]:
+            STATE["acked"] = STATE.get("acked", 0) + 1
+
+    def fail(self, tup_id: Any) -> None:
+        self.replays.append(tup_id)
+
+
+class SlowBolt(Bolt):
+    """50 ms per tuple: 20 tuples/s."""
+
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        threading.Event().wait(0.05)
+
+
+class SlowTopology(Topology):
+    spout = ReplayingSpout.spec()
+    slow = SlowBolt.spec(inputs=[spout])
+
+
+def test_unset_max_spout_pending_adapts_so_a_slow_bolt_keeps_acking(local_topology: Any, waiter: Any) -> None:
+    """Issue 10 item 8: with no cap, every tuple waited in the queues past its timeout and was
+    replayed; acks stopped for good. The adaptive cap keeps the queue workable: tuples keep
+    being acked after the first timeouts (message timeout 4 s: 80 tuples' worth of work)."""
+    STATE.clear()
+    STATE["lock"] = threading.Lock()
+    local = local_topology(SlowTopology, **{"topology.message.timeout.secs": 6,
+                                            "topology.executor.receive.buffer.size": 100000})
+    spout = next(e for e in local.runtime.executors.values() if e.component_id == "spout")
+    assert spout.adaptive
+    waiter(lambda: spout.pending_cap < 256, 30, "the pending cap to shrink")
+    waiter(lambda: local.totals()["failed"] > 0 or spout.pending_cap < 100, 30, "the first timeouts or a small cap")
+    start = STATE.get("acked", 0)
+    waiter(lambda: STATE.get("acked", 0) >= start + 100, 60, "100 more acks after the queue was cut down")
+    assert spout.flow["throttled_ms"] > 0
+    assert spout.stats.metrics()["max_spout_pending"] == spout.pending_cap
