@@ -16,7 +16,10 @@ from typing import Any
 
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
-from thriftpy2.transport import TFramedTransportFactory, TTransportException
+from thriftpy2.thrift import TClient
+from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
+
+from stormpy.auth import AuthError, client_handshake, read_secret
 
 from stormpy.config import NIMBUS_HOST, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT
 from stormpy.errors import UserError
@@ -45,10 +48,25 @@ def nimbus_addresses(conf: Mapping[str, Any]) -> list[tuple[str, int]]:
     return addresses
 
 
-def open_client(host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Any:
-    """A connected ``storm.Nimbus`` client to host:port (framed binary); raises TTransportException."""
-    return make_client(storm.Nimbus, host, port, proto_factory=TBinaryProtocolFactory(),
-                       trans_factory=TFramedTransportFactory(), timeout=int(timeout_secs * 1000))
+def open_client(host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS,
+                secret: bytes | None = None) -> Any:
+    """A connected ``storm.Nimbus`` client to host:port (framed binary); raises TTransportException.
+
+    With ``secret`` (``stormpy.auth.read_secret(conf)``) the shared-secret handshake runs on
+    the socket before the Thrift transport is layered on it; AuthError when it fails.
+    """
+    if secret is None:
+        return make_client(storm.Nimbus, host, port, proto_factory=TBinaryProtocolFactory(),
+                           trans_factory=TFramedTransportFactory(), timeout=int(timeout_secs * 1000))
+    sock = TSocket(host, port, socket_timeout=int(timeout_secs * 1000), connect_timeout=int(timeout_secs * 1000))
+    sock.open()
+    try:
+        client_handshake(sock.sock, secret)
+    except BaseException:
+        sock.close()
+        raise
+    transport = TFramedTransportFactory().get_transport(sock)   # the socket is open: no open() again
+    return TClient(storm.Nimbus, TBinaryProtocolFactory().get_protocol(transport))
 
 
 @contextlib.contextmanager
@@ -60,12 +78,17 @@ def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS)
     exceptions declared by the IDL (NotAliveException, ...) propagate unchanged.
     """
     addresses = nimbus_addresses(conf)
+    secret = read_secret(conf)
     client = None
     reasons = []
     for host, port in addresses:
         try:
-            client = open_client(host, port, timeout_secs)
+            client = open_client(host, port, timeout_secs, secret)
             break
+        except AuthError as exc:
+            reasons.append(f"{host}:{port} (authentication failed: {exc}; is storm.thrift.auth.secret.file "
+                           "the same on Nimbus?)")
+            log.debug("Nimbus at %s:%d refused authentication: %s", host, port, exc)
         except (TTransportException, OSError) as exc:
             reasons.append(f"{host}:{port} ({_reason(exc)})")
             log.debug("Nimbus not reachable at %s:%d: %s", host, port, exc)

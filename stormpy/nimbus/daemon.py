@@ -20,6 +20,7 @@ from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.nimbus.core import Nimbus
 from stormpy.nimbus.files import NimbusFiles
 from stormpy.nimbus.monitor import EventTimer, NimbusMonitor
+from stormpy.auth import read_secret
 from stormpy.nimbus.server import NimbusHandler, ThriftServer, nimbus_summary
 from stormpy.signals import StopOnSignals
 
@@ -58,7 +59,8 @@ class NimbusDaemon:
                                    self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFER_SIZE],
                                    idle_timeout_secs=self.conf[cfg.NIMBUS_THRIFT_IDLE_TIMEOUT_SECS],
                                    max_connections=self.conf[cfg.NIMBUS_THRIFT_MAX_CONNECTIONS],
-                                   max_buffered_bytes=self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFERED_BYTES])
+                                   max_buffered_bytes=self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFERED_BYTES],
+                                   secret=read_secret(self.conf))
         try:
             self.server.start()
         except OSError as exc:

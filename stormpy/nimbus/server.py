@@ -17,6 +17,9 @@ binary Thrift, like Storm's clients expect, but does not trust its peers:
 - frames above 64 KiB reserve their size from a budget shared by all connections
   (``nimbus.thrift.max.buffered.bytes``) before a byte is buffered: many unfinished large
   frames cannot grow Nimbus's memory past it.
+With ``storm.thrift.auth.secret.file`` set, a connection must pass the shared-secret
+handshake (``stormpy.auth``) before its first frame; a plain Thrift client gets one
+TApplicationException saying so, and a warning names it in the log.
 Threads: one accept thread ("nimbus-thrift"), one thread per connection.
 """
 from __future__ import annotations
@@ -31,8 +34,11 @@ from io import BytesIO
 from typing import Any
 
 from thriftpy2.protocol.binary import TBinaryProtocol  # pure Python: reads from our bounded frame
-from thriftpy2.thrift import TApplicationException, TProcessor
-from thriftpy2.transport import TTransportException
+from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
+from thriftpy2.transport import TMemoryBuffer, TTransportException
+
+from stormpy import auth
+from stormpy import config as cfg
 
 from stormpy.nimbus import transitions as tr
 from stormpy.nimbus.core import Nimbus, not_alive
@@ -118,7 +124,7 @@ class NimbusHandler:
 
     # ------------------------------------------------------------ reads
     def getNimbusConf(self) -> str:
-        return self.nimbus.conf.to_json()
+        return json.dumps(cfg.redacted(self.nimbus.conf), sort_keys=True)
 
     def getTopologyConf(self, id: str) -> str:  # noqa: A002
         topology_id = self._existing_id(id)
@@ -337,8 +343,9 @@ class ThriftServer:
 
     def __init__(self, handler: Any, host: str, port: int, max_frame_bytes: int,
                  idle_timeout_secs: float = IDLE_TIMEOUT_SECS, max_connections: int = MAX_CONNECTIONS,
-                 max_buffered_bytes: int = MAX_BUFFERED_BYTES) -> None:
+                 max_buffered_bytes: int = MAX_BUFFERED_BYTES, secret: bytes | None = None) -> None:
         self.processor = SafeProcessor(storm.Nimbus, handler)
+        self.secret = secret       # shared secret: the auth handshake is required when set
         self.host, self.port = host, port
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_secs = max(0.1, float(idle_timeout_secs))
@@ -411,8 +418,51 @@ class ThriftServer:
             self._conns[id(trans)] = trans
             return True
 
+    def _authenticate(self, trans: BoundedFramedTransport, peer: Any) -> bool:
+        """The shared-secret handshake; a plain Thrift client gets one clear exception."""
+        sock = trans.sock
+        sock.settimeout(min(self.idle_timeout_secs, auth.HANDSHAKE_TIMEOUT_SECS))
+        try:
+            first = trans._read_exact(4, time.monotonic() + auth.HANDSHAKE_TIMEOUT_SECS)
+            if first == auth.MAGIC:
+                assert self.secret is not None
+                auth.server_handshake(sock, self.secret, first)
+                return True
+            self._refuse_unauthenticated(trans, peer, struct.unpack("!i", first)[0])
+        except auth.AuthError as exc:
+            log.warning("refused Thrift connection from %s: %s", peer, exc)
+        except (TTransportException, OSError) as exc:
+            log.debug("connection from %s closed during authentication: %s", peer, exc)
+        return False
+
+    def _refuse_unauthenticated(self, trans: BoundedFramedTransport, peer: Any, frame_size: int) -> None:
+        name, seqid = "?", 0
+        if 0 < frame_size <= _UNBUDGETED_FRAME_BYTES:
+            frame = trans._read_exact(frame_size, time.monotonic() + auth.HANDSHAKE_TIMEOUT_SECS)
+            try:
+                name, _type, seqid = TBinaryProtocol(TMemoryBuffer(frame), strict_read=True,
+                                                     decode_response=True).read_message_begin()
+            except Exception:  # noqa: BLE001 - not Thrift at all: no answer is owed
+                log.warning("refused an unauthenticated connection from %s (not Thrift)", peer)
+                return
+        log.warning("refused an unauthenticated Thrift client from %s (it called %s): "
+                    "storm.thrift.auth.secret.file is set on this Nimbus", peer, name)
+        if frame_size > _UNBUDGETED_FRAME_BYTES:
+            return
+        out = TMemoryBuffer()
+        proto = TBinaryProtocol(out)
+        proto.write_message_begin(name, TMessageType.EXCEPTION, seqid)
+        TApplicationException(TApplicationException.UNKNOWN,
+                              "authentication required: this Nimbus needs the shared secret "
+                              "(set storm.thrift.auth.secret.file in the client's config)").write(proto)
+        proto.write_message_end()
+        data = out.getvalue()
+        trans.sock.sendall(struct.pack("!i", len(data)) + data)
+
     def _serve(self, trans: BoundedFramedTransport, peer: Any) -> None:
         try:
+            if self.secret is not None and not self._authenticate(trans, peer):
+                return
             proto = TBinaryProtocol(trans, strict_read=True, decode_response=True)
             while not self._stopped.is_set():
                 self.processor.process(proto, proto)
