@@ -18,6 +18,11 @@ Threads:
   ``storm.messaging.max.message.bytes`` (ZeroMQ MAXMSGSIZE drops the connection before
   buffering them), and the send thread splits its frames below that size.
 
+With ``curve`` keys (``storm.messaging.curve.enable``, keys from ``stormpy.auth.curve_keys``)
+every socket speaks ZeroMQ CURVE: traffic is encrypted, the receive socket is a CURVE server
+whose authenticator (ZAP) admits only the topology's key, and a peer without the keys (plain
+ZeroMQ, or CURVE with another key) is refused during the handshake, logged and counted.
+
 Backpressure: every few milliseconds the send thread checks whether this worker's own receive
 queues are over their high watermark (the executors' ``overloaded`` flags) and tells every peer
 when that changes, and again each second while it lasts. A worker throttles its spouts
@@ -82,9 +87,14 @@ class _Routes:
 class _Peer:
     """One PUSH socket to a peer worker plus frames that could not be sent yet (send thread only)."""
 
-    def __init__(self, ctx: zmq.Context, addr: Address, hwm: int) -> None:
+    def __init__(self, ctx: zmq.Context, addr: Address, hwm: int, curve: tuple[bytes, bytes] | None = None) -> None:
         self.addr = addr
         self.socket = ctx.socket(zmq.PUSH)
+        if curve is not None:
+            public, secret = curve
+            self.socket.curve_serverkey = public
+            self.socket.curve_publickey = public
+            self.socket.curve_secretkey = secret
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.SNDHWM, hwm)
         self.socket.setsockopt(zmq.RECONNECT_IVL, 100)
@@ -104,7 +114,8 @@ class ZmqTransfer:
                  backpressure_refresh_secs: float = 1.0, backpressure_expire_secs: float = 4.0,
                  check_interval_secs: float = 0.005,
                  report_error: Callable[[int, str], None] | None = None,
-                 serialization: Any = None, max_message_bytes: int = 8 * 1024 * 1024) -> None:
+                 serialization: Any = None, max_message_bytes: int = 8 * 1024 * 1024,
+                 curve: tuple[bytes, bytes] | None = None) -> None:
         self.host = host
         self.port = port
         self.me: Address = (host, port)
@@ -119,6 +130,8 @@ class ZmqTransfer:
         # storm.messaging.max.message.bytes: the receive socket refuses larger frames (ZeroMQ
         # drops the connection), so the sender splits its frames below it.
         self._max_bytes = max(1024, int(max_message_bytes))
+        self._curve = curve
+        self._authenticator: Any = None
         self._report_error = report_error
         # stormpy.serialization.Serialization when topology.serializers registers types, else
         # None: plain msgpack, whose tuple-returning decoder is the fast path.
@@ -139,7 +152,7 @@ class ZmqTransfer:
         self.counters = {"sent_frames": 0, "sent_messages": 0, "received_frames": 0,
                          "received_messages": 0, "dropped_messages": 0, "bad_frames": 0,
                          "unroutable_messages": 0, "bad_messages": 0, "oversized_messages": 0,
-                         "peer_disconnects": 0}
+                         "peer_disconnects": 0, "refused_handshakes": 0}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -148,6 +161,10 @@ class ZmqTransfer:
         if self._pull is not None:
             return
         pull = self._ctx.socket(zmq.PULL)
+        if self._curve is not None:
+            self._start_authenticator()
+            pull.curve_server = True
+            pull.curve_secretkey = self._curve[1]
         pull.setsockopt(zmq.LINGER, 0)
         pull.setsockopt(zmq.RCVHWM, self._hwm)
         pull.setsockopt(zmq.MAXMSGSIZE, self._max_bytes)
@@ -175,6 +192,8 @@ class ZmqTransfer:
             if thread.is_alive():
                 log.warning("transfer: thread %s did not stop within %.1fs", thread.name, timeout_secs)
         self._threads.clear()
+        if self._authenticator is not None:
+            self._authenticator.stop()
         self._ctx.destroy(linger=0)
         log.info("transfer: stopped (%s)", self.counters)
 
@@ -350,7 +369,7 @@ class ZmqTransfer:
     def _peer(self, addr: Address) -> _Peer:
         peer = self._peers.get(addr)
         if peer is None:
-            peer = self._peers[addr] = _Peer(self._ctx, addr, self._hwm)
+            peer = self._peers[addr] = _Peer(self._ctx, addr, self._hwm, self._curve)
             log.info("transfer: connected to worker %s:%d", *addr)
         return peer
 
@@ -414,7 +433,7 @@ class ZmqTransfer:
         # A blocking recv with RCVTIMEO (one call per frame, GIL released while waiting) instead
         # of poll + recv; the timeout bounds how long stop() waits for this thread.
         pull.setsockopt(zmq.RCVTIMEO, 100)
-        monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED | _HANDSHAKE_FAILED)
         frames = 0
         while not self._stop.is_set():
             frames += 1
@@ -442,16 +461,45 @@ class ZmqTransfer:
         monitor.close(linger=0)
         pull.close(linger=0)
 
+    def _start_authenticator(self) -> None:
+        """ZAP for the CURVE server socket: only the topology's own public key is admitted."""
+        from zmq.auth.thread import ThreadAuthenticator
+
+        public = self._curve[0]   # type: ignore[index]
+        transfer = self
+
+        class _OnlyOurKey:
+            def callback(self, domain: str, key: bytes) -> bool:
+                if key == public:
+                    return True
+                n = transfer.counters["refused_handshakes"] = transfer.counters["refused_handshakes"] + 1
+                if n <= 10 or n % 100 == 0:
+                    log.warning("transfer: refused a CURVE peer on port %d with an unknown key (%d so far)",
+                                transfer.port, n)
+                return False
+
+        auth = ThreadAuthenticator(self._ctx, log=logging.getLogger(__name__ + ".zap"))
+        auth.start()
+        auth.configure_curve_callback(domain="*", credentials_provider=_OnlyOurKey())
+        self._authenticator = auth
+
     def _check_disconnects(self, monitor: zmq.Socket) -> None:
         """Count peer connections the receive socket lost: a peer worker that went away, or
         one ZeroMQ cut off for a frame above ``storm.messaging.max.message.bytes``."""
         while True:
             try:
-                monitor.recv_multipart(zmq.NOBLOCK)
+                event = monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             except zmq.ZMQError:
                 return
+            if _event_id(event) & _HANDSHAKE_FAILED:
+                n = self.counters["refused_handshakes"] = self.counters["refused_handshakes"] + 1
+                if n <= 10 or n % 100 == 0:
+                    log.warning("transfer: refused a peer on port %d: its ZeroMQ handshake failed (%d so far)%s",
+                                self.port, n, "; it does not have this topology's CURVE keys"
+                                if self._curve is not None else "")
+                continue
             n = self.counters["peer_disconnects"] = self.counters["peer_disconnects"] + 1
             if n <= 10 or n % 100 == 0:
                 log.warning("transfer: a peer connection to port %d was closed (%d so far): the peer "
@@ -548,6 +596,15 @@ def _well_formed(message: Any) -> bool:
         if stream == ACK_FAIL and len(values) != 1:
             return False
     return True
+
+
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+
+
+def _event_id(event: list[bytes]) -> int:
+    """The event number of a ZeroMQ monitor message (first frame: uint16 event, uint32 value)."""
+    return int.from_bytes(event[0][:2], "little") if event and len(event[0]) >= 2 else 0
 
 
 class _Stop:

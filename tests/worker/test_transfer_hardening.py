@@ -109,3 +109,42 @@ def test_the_sender_splits_frames_below_the_max_and_drops_a_single_oversized_mes
     finally:
         a.stop("test done")
         b.stop("test done")
+
+
+def test_curve_encrypts_and_refuses_peers_without_the_keys() -> None:
+    """DESIGN 13: with CURVE on, workers of a topology talk; a forged tuple from a process
+    without the keys (plain ZeroMQ, or CURVE with other keys) never reaches a task."""
+    from stormpy.auth import curve_keys
+
+    keys = curve_keys(b"the shared secret of this cluster", "topo-1-1")
+    a_port, b_port = free_port(), free_port()
+    a_runtime, b_runtime = CollectingRuntime({1}), CollectingRuntime({2})
+    a = ZmqTransfer("127.0.0.1", a_port, bind_host="127.0.0.1", curve=keys)
+    b = ZmqTransfer("127.0.0.1", b_port, bind_host="127.0.0.1", curve=keys)
+    routes = {1: ("127.0.0.1", a_port), 2: ("127.0.0.1", b_port)}
+    for transfer, runtime in ((a, a_runtime), (b, b_runtime)):
+        transfer.update_routes(routes)
+        transfer.start(runtime)
+    try:
+        a.send(2, [("default", 1, ["secret words"], None)])
+        wait_until(lambda: b_runtime.count(2) == 1, 20, "a CURVE message between workers")
+        forged = msgpack.packb([[2, [("default", 1, ["forged"], None)]]])
+        _push(b_port, [forged])                                  # plain ZeroMQ
+        other = curve_keys(b"another secret, another cluster", "topo-1-1")
+        ctx = zmq.Context()
+        push = ctx.socket(zmq.PUSH)
+        push.curve_serverkey, push.curve_publickey, push.curve_secretkey = other[0], other[0], other[1]
+        push.connect(f"tcp://127.0.0.1:{b_port}")
+        try:
+            push.send(forged, zmq.NOBLOCK)
+        except zmq.Again:
+            pass   # never connected: the handshake failed, as it should
+        wait_until(lambda: b.counters["refused_handshakes"] >= 2, 20, "both forged peers refused")
+        push.close(linger=0)
+        ctx.term()
+        a.send(2, [("default", 1, ["after"], None)])
+        wait_until(lambda: b_runtime.count(2) == 2, 20, "the good peer still served")
+        assert [m[2][0] for m in b_runtime.received[2]] == ["secret words", "after"]
+    finally:
+        a.stop("test done")
+        b.stop("test done")
