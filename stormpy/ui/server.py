@@ -11,6 +11,8 @@ main thread waits for SIGTERM/SIGINT, because ``server.shutdown()`` blocks until
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -29,7 +31,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from thriftpy2.transport import TTransportException
 
 import stormpy
-from stormpy.config import NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT, Config
+from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_AUTH_ENABLE, UI_HOST,
+                            UI_PORT, UI_USERS_FILE, Config, redacted)
 from stormpy.daemon_guard import local_dir_lock
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
@@ -77,6 +80,30 @@ class Route:
     kind: str                        # "api" -> JSON, "page" -> HTML
 
 
+def _load_logins(conf: Config) -> dict[str, bytes]:
+    """``user -> password`` from ``ui.users.file`` (``user:password`` lines), else ``* -> shared secret``."""
+    from stormpy.auth import read_secret
+
+    path = conf.get(UI_USERS_FILE)
+    if path:
+        try:
+            lines = open(str(path), encoding="utf-8").read().splitlines()
+        except OSError as exc:
+            raise UserError(f"cannot read ui.users.file {path}: {exc.strerror or exc}") from None
+        logins = {}
+        for line in lines:
+            user, sep, password = line.strip().partition(":")
+            if sep and user and password and not user.startswith("#"):
+                logins[user] = password.encode()
+        if not logins:
+            raise UserError(f"ui.users.file {path} holds no 'user:password' line")
+        return logins
+    secret = read_secret(conf)
+    if secret is None:
+        raise UserError("ui.auth.enable needs ui.users.file or storm.thrift.auth.secret.file")
+    return {"*": secret}
+
+
 def _default_connect(conf: Config) -> AbstractContextManager[Any]:
     # Imported on first use, so importing the UI (and its tests) does not need the client.
     from stormpy.client.nimbus_client import connect
@@ -100,6 +127,7 @@ class UIApp:
         # Signs the per-topology anti-forgery tokens (Storm's ``antiForgeryToken``); a new one per
         # UI process, so tokens from an earlier run stop working.
         self._csrf_key = secrets.token_bytes(32)
+        self._logins = _load_logins(conf) if conf.get(UI_AUTH_ENABLE) else None
         topo = r"/api/v1/topology/(?P<id>[^/]+)"
         table: list[tuple[str, str, Callable[[Request], Any], str]] = [
             ("GET", r"/api/v1/cluster/summary", self.on_cluster_summary, "api"),
@@ -136,6 +164,7 @@ class UIApp:
             request = Request(params, query, body, headers)
             if method == "POST":
                 self._check_origin(headers)
+                self._check_login(headers)
                 self._check_csrf(request)   # every POST route is an action on one topology
             result = route.handler(request)
         except api.ApiError as exc:
@@ -177,6 +206,28 @@ class UIApp:
         if (headers.get("Sec-Fetch-Site") or "").lower() == "cross-site":
             raise api.ApiError(403, "Forbidden", "cross-site request refused")
 
+    def logged_in(self, headers: Mapping[str, str]) -> bool:
+        """True when UI login is off, or the request carries a valid HTTP basic login."""
+        if self._logins is None:
+            return True
+        value = headers.get("Authorization") or ""
+        scheme, _, encoded = value.partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        if not sep:
+            return False
+        expected = self._logins.get(user, self._logins.get("*"))
+        return expected is not None and hmac.compare_digest(password.encode(), expected)
+
+    def _check_login(self, headers: Mapping[str, str]) -> None:
+        if not self.logged_in(headers):
+            log.warning("ui: refused a POST without a valid login (ui.auth.enable is on)")
+            raise api.ApiError(401, "Unauthorized", "this action needs a login (ui.auth.enable is on)")
+
     def csrf_token(self, topology_id: str) -> str:
         """The anti-forgery token for actions on ``topology_id``: served only in that topology's
         JSON and page (which other sites cannot read), sent back as ``X-CSRF-Token``."""
@@ -192,9 +243,11 @@ class UIApp:
 
     @staticmethod
     def _error(kind: str, exc: api.ApiError) -> Response:
+        headers = {"WWW-Authenticate": 'Basic realm="stormpy", charset="UTF-8"'} if exc.status == 401 else {}
         if kind == "api":
-            return Response(exc.status, JSON_TYPE, json.dumps(exc.to_json(), indent=1).encode())
-        return Response(exc.status, HTML_TYPE, pages.render_error(exc.status, exc.error, exc.message).encode())
+            return Response(exc.status, JSON_TYPE, json.dumps(exc.to_json(), indent=1).encode(), headers)
+        return Response(exc.status, HTML_TYPE, pages.render_error(exc.status, exc.error, exc.message).encode(),
+                        headers)
 
     # ------------------------------------------------------------ Nimbus access
     def nimbus_address(self) -> str:
@@ -255,7 +308,7 @@ class UIApp:
         with self.nimbus() as client:
             return api.topology_summary(client.getClusterInfo())
 
-    def topology_doc(self, topology_id: str, query: Mapping[str, str]) -> dict[str, Any]:
+    def topology_doc(self, topology_id: str, query: Mapping[str, str], logged_in: bool = True) -> dict[str, Any]:
         window = api.check_window(query.get("window"))
         with self.nimbus() as client:
             info = client.getTopologyInfo(topology_id)
@@ -263,6 +316,10 @@ class UIApp:
             conf_json = client.getTopologyConf(topology_id)
         doc = api.topology_page(info, topology, conf_json, window, self._now(), self._include_sys(query))
         doc["antiForgeryToken"] = self.csrf_token(info.id)
+        if self._logins is not None and not logged_in:
+            doc["configuration"] = {}   # getTopologyConf needs authentication: not for anonymous readers
+        else:
+            doc["configuration"] = redacted(doc["configuration"])
         return doc
 
     def component_doc(self, topology_id: str, component_id: str, query: Mapping[str, str]) -> dict[str, Any]:
@@ -273,7 +330,7 @@ class UIApp:
         return api.component_page(info, topology, component_id, window, self._now(), self._include_sys(query))
 
     def on_topology(self, req: Request) -> dict[str, Any]:
-        return self.topology_doc(req.params["id"], req.query)
+        return self.topology_doc(req.params["id"], req.query, self.logged_in(req.headers))
 
     def on_component(self, req: Request) -> dict[str, Any]:
         return self.component_doc(req.params["id"], req.params["component"], req.query)
@@ -334,7 +391,7 @@ class UIApp:
         topology_id = req.query.get("id")
         if not topology_id:
             raise api.bad_request("topology.html needs ?id=<topology id>")
-        return pages.render_topology(self.topology_doc(topology_id, req.query))
+        return pages.render_topology(self.topology_doc(topology_id, req.query, self.logged_in(req.headers)))
 
     def on_component_page(self, req: Request) -> str:
         topology_id, component_id = req.query.get("topology_id"), req.query.get("id")

@@ -201,3 +201,34 @@ def test_stormpy_ui_process_serves_and_exits_0_on_sigterm(tmp_path: Path) -> Non
     finally:
         daemon.stop(reason="test cleanup")
     assert "UI serving on http://127.0.0.1" in (tmp_path / "logs" / "ui.log").read_text()
+
+
+@pytest.fixture
+def ui_with_login(nimbus: FakeNimbus, tmp_path: Path) -> Iterator[Client]:
+    users = tmp_path / "users"
+    users.write_text("# ui logins\nops:hunter2-but-longer\n")
+    conf = Config({"nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": 1, "ui.auth.enable": True,
+                   "ui.users.file": str(users)})
+    yield from serve(make_server(conf, "127.0.0.1", 0, connect=fake_connect(nimbus)))
+
+
+def test_ui_login_guards_actions_and_the_topology_conf(ui_with_login: Client, nimbus: FakeNimbus) -> None:
+    """DESIGN 13: with ui.auth.enable, mutating actions need a login; reading stays open but
+    the topology's configuration is shown to logged-in users only."""
+    import base64
+
+    ui = ui_with_login
+    login = {"Authorization": "Basic " + base64.b64encode(b"ops:hunter2-but-longer").decode()}
+    wrong = {"Authorization": "Basic " + base64.b64encode(b"ops:guess").decode()}
+    anonymous_doc = ui.json("GET", f"/api/v1/topology/{TOPOLOGY_ID}")[1]
+    assert anonymous_doc["configuration"] == {}
+    token = {"X-CSRF-Token": anonymous_doc["antiForgeryToken"]}
+    status, headers, body = ui.request("POST", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0", headers=token)
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+    assert ui.json("POST", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0", headers={**token, **wrong})[0] == 401
+    assert ui.json("POST", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0", headers=login)[0] == 403   # still needs the token
+    assert nimbus.calls == []
+    assert ui.json("POST", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0", headers={**token, **login})[0] == 200
+    assert nimbus.calls == [("kill", "wordcount", 0)]
+    doc = ui.json("GET", f"/api/v1/topology/{TOPOLOGY_ID}", headers=login)[1]
+    assert doc["configuration"]["topology.workers"] == 2
