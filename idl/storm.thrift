@@ -311,6 +311,54 @@ struct LSApprovedWorkers {
 
 // ---------------------------------------------------------------- service
 
+// Storm's page structs as streamparse's and Storm's clients read them; the aggregate-stats
+// fields of Storm (9, 10, 12 and 7-10 of ComponentPageInfo) are not filled by stormpy and
+// left out here (optional in Storm, so both sides still read each other).
+// Storm's JVM object description: only named here (streamparse's JavaBolt/JavaSpout build it);
+// stormpy refuses JVM components, so no struct above refers to it.
+union JavaObjectArg {
+  1: i32 int_arg;
+  2: i64 long_arg;
+  3: string string_arg;
+  4: bool bool_arg;
+  5: binary binary_arg;
+  6: double double_arg;
+}
+
+struct JavaObject {
+  1: required string full_class_name;
+  2: required list<JavaObjectArg> args_list;
+}
+
+enum ComponentType {
+  BOLT = 1,
+  SPOUT = 2
+}
+
+struct TopologyPageInfo {
+  1: required string id;
+  2: optional string name;
+  3: optional i32 uptime_secs;
+  4: optional string status;
+  5: optional i32 num_tasks;
+  6: optional i32 num_workers;
+  7: optional i32 num_executors;
+  8: optional string topology_conf;
+  11: optional string sched_status;
+  13: optional string owner;
+}
+
+struct ComponentPageInfo {
+  1: required string component_id;
+  2: required ComponentType component_type;
+  3: optional string topology_id;
+  4: optional string topology_name;
+  5: optional i32 num_executors;
+  6: optional i32 num_tasks;
+  11: optional list<ErrorInfo> errors;
+  15: optional string topology_status;
+}
+
 service Nimbus {
   void submitTopology(1: string name, 2: string uploadedJarLocation, 3: string jsonConf, 4: StormTopology topology)
     throws (1: AlreadyAliveException e, 2: InvalidTopologyException ite);
@@ -338,4 +386,12 @@ service Nimbus {
   string getTopologyConf(1: string id) throws (1: NotAliveException e);
   StormTopology getTopology(1: string id) throws (1: NotAliveException e);
   StormTopology getUserTopology(1: string id) throws (1: NotAliveException e);
+
+  // Storm 1.1+ calls that streamparse's `sparse` makes
+  bool isTopologyNameAllowed(1: string name);
+  NimbusSummary getLeader();
+  TopologyPageInfo getTopologyPageInfo(1: string id, 2: string window, 3: bool is_include_sys)
+    throws (1: NotAliveException e);
+  ComponentPageInfo getComponentPageInfo(1: string topology_id, 2: string component_id, 3: string window,
+                                         4: bool is_include_sys) throws (1: NotAliveException e);
 }

@@ -4,10 +4,13 @@ The user API is streamparse/pystorm-compatible: ``from stormpy import Spout, Bol
 """
 from __future__ import annotations
 
+from stormpy.stateful.bolt import StatefulBolt  # noqa: E402
+from stormpy.stateful.windowed import StatefulWindowedBolt  # noqa: E402
 from stormpy.task.component import BatchingBolt, Bolt, Spout, TicklessBatchingBolt  # noqa: E402
 from stormpy.task.tuple import Tuple  # noqa: E402
 from stormpy.topology.dsl import Grouping, Stream, Topology  # noqa: E402
 from stormpy.version import __version__  # noqa: E402
+from stormpy.windowing.bolt import WindowedBolt  # noqa: E402
 
-__all__ = ["BatchingBolt", "Bolt", "Grouping", "Spout", "Stream", "TicklessBatchingBolt", "Topology", "Tuple",
-           "__version__"]
+__all__ = ["BatchingBolt", "Bolt", "Grouping", "Spout", "StatefulBolt", "StatefulWindowedBolt", "Stream", "TicklessBatchingBolt", "Topology", "Tuple",
+           "WindowedBolt", "__version__"]

@@ -140,13 +140,16 @@ def ui(conf: Config, user_overrides: dict[str, Any]) -> None:
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
 @click.option("--duration", type=float, default=0, show_default=True,
               help="Seconds to run; 0 runs until Ctrl-C.")
+@click.option("-e", "--environment", default=None,
+              help="streamparse environment: picks par={env: n} dicts and config.json's envs.<env>.")
 @config_options
-def local(topology_file: str, name: str | None, duration: float, conf: Config,
+def local(topology_file: str, name: str | None, duration: float, environment: str | None, conf: Config,
           user_overrides: dict[str, Any]) -> None:
     """Run a topology in this process, without a cluster."""
     from stormpy.local.runner import run_local
 
-    sys.exit(run_local(topology_file, name=name, duration=duration, conf=conf, user_overrides=user_overrides))
+    sys.exit(run_local(topology_file, name=name, duration=duration, conf=conf, user_overrides=user_overrides,
+                       environment=environment))
 
 
 @main.command()
@@ -154,14 +157,17 @@ def local(topology_file: str, name: str | None, duration: float, conf: Config,
 @click.option("--name", default=None, help="Topology name (default: the file's stem).")
 @click.option("--workers", type=click.IntRange(min=1), default=None, help="Worker processes (topology.workers).")
 @click.option("--inactive", is_flag=True, help="Submit with status INACTIVE.")
+@click.option("-e", "--environment", default=None,
+              help="streamparse environment: picks par={env: n} dicts and config.json's envs.<env> "
+                   "(nimbus, options).")
 @config_options
-def submit(topology_file: str, name: str | None, workers: int | None, inactive: bool, conf: Config,
-           user_overrides: dict[str, Any]) -> None:
+def submit(topology_file: str, name: str | None, workers: int | None, inactive: bool, environment: str | None,
+           conf: Config, user_overrides: dict[str, Any]) -> None:
     """Upload a topology's code to Nimbus and start it."""
     from stormpy.client.submit import submit_topology_file
 
     submit_topology_file(topology_file, name=name, workers=workers, inactive=inactive, conf=conf,
-                         user_overrides=user_overrides)
+                         user_overrides=user_overrides, environment=environment)
 
 
 @main.command()

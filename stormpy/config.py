@@ -7,6 +7,7 @@ they are: topologies carry their users' own keys to components as ``stormconf``.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -93,6 +94,8 @@ NIMBUS_MONITOR_FREQ_SECS = _key("nimbus.monitor.freq.secs", 10, int, "How often 
 NIMBUS_CLEANUP_INBOX_FREQ_SECS = _key("nimbus.cleanup.inbox.freq.secs", 600, int, "How often old uploads are deleted.")
 NIMBUS_INBOX_JAR_EXPIRATION_SECS = _key("nimbus.inbox.jar.expiration.secs", 3600, int, "Age after which an upload is deleted.")
 NIMBUS_FILE_COPY_EXPIRATION_SECS = _key("nimbus.file.copy.expiration.secs", 600, int, "An idle upload/download stream is dropped after this.")
+NIMBUS_CODE_SYNC_FREQ_SECS = _key("nimbus.code.sync.freq.secs", 120, int,
+                                  "How often a standby Nimbus copies missing topology code from the leader.")
 NIMBUS_FILE_UPLOAD_MAX_BYTES = _key("nimbus.file.upload.max.bytes", 256 * 1024 * 1024, int, "Largest accepted topology upload.")
 
 # ---------------------------------------------------------------- supervisor
@@ -117,6 +120,7 @@ TOPOLOGY_ACKER_EXECUTORS = _key("topology.acker.executors", None, int, "Acker ta
 TOPOLOGY_MESSAGE_TIMEOUT_SECS = _key("topology.message.timeout.secs", 30, int, "A tuple tree not completed in this time fails.")
 TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS = _key("topology.enable.message.timeouts", True, bool, "Whether tuple trees time out.")
 TOPOLOGY_MAX_SPOUT_PENDING = _key("topology.max.spout.pending", None, int, "Most pending (un-acked) tuples per spout task.")
+TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS = _key("topology.trident.batch.emit.interval.millis", 500, int, "Trident: the master batch coordinator starts at most one new batch this often.")
 TOPOLOGY_MAX_TASK_PARALLELISM = _key("topology.max.task.parallelism", None, int, "Cap on any component's parallelism.")
 TOPOLOGY_TICK_TUPLE_FREQ_SECS = _key("topology.tick.tuple.freq.secs", None, (int, float), "Send bolts a tick tuple this often.")
 TOPOLOGY_DEBUG = _key("topology.debug", False, bool, "Log every emitted tuple.")
@@ -131,11 +135,13 @@ TOPOLOGY_TASK_RESTART_BACKOFF_SECS = _key("topology.task.restart.backoff.secs", 
 TOPOLOGY_STATS_SAMPLE_RATE = _key("topology.stats.sample.rate", 0.05, float, "Fraction of tuples whose latency is sampled.")
 TOPOLOGY_ENVIRONMENT = _key("topology.environment", None, dict, "Extra environment variables for worker processes.")
 TOPOLOGY_MODULE = _key("topology.module", None, str, "Module of the topology file (its stem), importable from the code archive's root.")
+TOPOLOGY_SUBPROCESS_TIMEOUT_SECS = _key("topology.subprocess.timeout.secs", 30, (int, float), "Multilang (ShellBolt/ShellSpout): seconds a subprocess may leave a handshake, spout command or heartbeat unanswered before its task restarts.")
 TOPOLOGY_SUBMITTER_USER = _key("topology.submitter.user", None, str, "Who submitted the topology (set by `stormpy submit`).")
 
 # ---------------------------------------------------------------- UI
 UI_HOST = _key("ui.host", "0.0.0.0", str, "Address the UI listens on.")
 UI_PORT = _key("ui.port", 8080, int, "UI port.")
+UI_TIMESERIES_SAMPLE_SECS = _key("ui.timeseries.sample.secs", 10, (int, float), "How often the UI samples every topology's stats for its one-hour charts (page and API requests sample too, every 2 s at most).")
 
 # ---------------------------------------------------------------- Spark sink
 SPARK_MASTER = _key("spark.master", "local[*]", str, "Spark master URL; sc://host:port for Spark Connect.")
@@ -309,3 +315,29 @@ def warn_unknown_keys(values: Iterable[str], logger: Any = None) -> list[str]:
         logger.warning("%s", text)
         texts.append(text)
     return texts
+
+# ---------------------------------------------------------------- windowed and stateful bolts (DESIGN 12)
+# Storm's names. The window keys are set in a windowed bolt's component config by
+# WindowedBolt.with_window & co (Storm's getComponentConfiguration), so submit can check them.
+WINDOW_LENGTH_COUNT = _key("topology.bolts.window.length.count", None, int, "Window length in tuples.")
+WINDOW_LENGTH_DURATION_MS = _key("topology.bolts.window.length.duration.ms", None, int, "Window length in ms.")
+SLIDING_INTERVAL_COUNT = _key("topology.bolts.sliding.interval.count", None, int, "Window slide in tuples.")
+SLIDING_INTERVAL_DURATION_MS = _key("topology.bolts.sliding.interval.duration.ms", None, int, "Window slide in ms.")
+TIMESTAMP_FIELD = _key("topology.bolts.tuple.timestamp.field.name", None, str, "Event-time field (ms since the epoch).")
+TIMESTAMP_MAX_LAG_MS = _key("topology.bolts.tuple.timestamp.max.lag.ms", None, int, "How far event time may lag (ms).")
+WATERMARK_INTERVAL_MS = _key("topology.bolts.watermark.event.interval.ms", None, int, "Watermark every this many ms (default 1000).")
+LATE_TUPLE_STREAM = _key("topology.bolts.late.tuple.stream", None, str, "Stream that receives tuples older than the watermark.")
+TOPOLOGY_STATE_PROVIDER = _key("topology.state.provider", "sqlite", str, "Stateful bolts' KeyValueState: memory, sqlite (embedded default) or redis.")
+TOPOLOGY_STATE_PROVIDER_CONFIG = _key("topology.state.provider.config", None, dict, "Provider settings: {path} for sqlite (default <storm.local.dir>/state/kv_state.db), {url, prefix} for redis.")
+TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = _key("topology.state.checkpoint.interval.ms", 1000, int, "The checkpoint spout starts a checkpoint this often.")
+
+def local_bind_host(conf: Mapping[str, Any], any_host: str = "0.0.0.0") -> str:
+    """Where a daemon or worker binds: ``storm.local.hostname`` when it is an IP address (a host
+    with its own address, e.g. a network namespace: bind that address, never 127.0.0.1), else
+    ``any_host`` (every interface), because a name may resolve to a loopback address."""
+    host = conf.get(STORM_LOCAL_HOSTNAME.name)
+    try:
+        ipaddress.ip_address(host or "")
+    except ValueError:
+        return any_host
+    return str(host)

@@ -37,6 +37,13 @@ SUCCESS_STREAM = "$success"
 COORD_STREAM_PREFIX = "$coord-"
 
 
+# Stateful bolts (Storm's CheckpointSpout): the spout added to topologies with stateful bolts
+# and the stream carrying [txid, action] (prepare, commit, rollback, initstate) to them.
+CHECKPOINT_COMPONENT = "$checkpointspout"
+CHECKPOINT_STREAM = "$checkpoint"
+CHECKPOINT_SPOUT_CLASS = "stormpy.stateful.checkpoint:CheckpointSpout"
+
+
 def coord_stream(stream: str) -> str:
     """The direct stream carrying "I sent you N tuples of this batch" for ``stream``."""
     return COORD_STREAM_PREFIX + stream

@@ -33,3 +33,13 @@ def serialize(obj: object) -> bytes:
 def deserialize(cls: type[T], data: bytes) -> T:
     """Decode bytes written by :func:`serialize` into a new ``cls`` instance."""
     return _deserialize(cls(), data, _PROTOCOL)
+
+
+# streamparse.thrift's names (``from streamparse.thrift import GlobalStreamId, storm_thrift``):
+# the structs of the same IDL, at module level.
+storm_thrift = storm
+for _name in ("Bolt", "ComponentCommon", "ComponentObject", "GlobalStreamId", "Grouping", "NullStruct",
+              "ShellComponent", "SpoutSpec", "StateSpoutSpec", "StormTopology", "StreamInfo", "SubmitOptions",
+              "TopologyInitialStatus", "Nimbus", "JavaObject", "JavaObjectArg"):
+    if hasattr(storm, _name):
+        globals()[_name] = getattr(storm, _name)

@@ -1,9 +1,9 @@
 """Connecting to Nimbus: a thriftpy2 client over framed binary transport, as Storm clients speak.
 
 ``connect(conf)`` tries each host of ``nimbus.seeds`` (or the old ``nimbus.host``) on
-``nimbus.thrift.port`` and yields a ``storm.Nimbus`` client; when none answers it raises
-``UserError("cannot reach Nimbus at host:port ...")`` so every CLI command fails with one
-clear line. Used by the CLI, the supervisor (code downloads) and the UI, each from its own
+``nimbus.thrift.port``, asks it who leads (``getLeader``) and yields a ``storm.Nimbus`` client
+connected to the leader (several Nimbus daemons: DESIGN section 14); when none answers, or none
+knows a leader, it raises a one-line ``UserError`` so every CLI command fails clearly. Used by the CLI, the supervisor (code downloads) and the UI, each from its own
 thread: a client is a single TCP connection and must not be shared between threads.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
-from thriftpy2.thrift import TClient
+from thriftpy2.thrift import TApplicationException, TClient
 from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
 
 from stormpy.auth import AuthError, client_handshake, read_secret
@@ -77,24 +77,7 @@ def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS)
     breaks in the middle of a call (Nimbus died) also becomes a ``UserError``; Thrift
     exceptions declared by the IDL (NotAliveException, ...) propagate unchanged.
     """
-    addresses = nimbus_addresses(conf)
-    secret = read_secret(conf)
-    client = None
-    reasons = []
-    for host, port in addresses:
-        try:
-            client = open_client(host, port, timeout_secs, secret)
-            break
-        except AuthError as exc:
-            reasons.append(f"{host}:{port} (authentication failed: {exc}; is storm.thrift.auth.secret.file "
-                           "the same on Nimbus?)")
-            log.debug("Nimbus at %s:%d refused authentication: %s", host, port, exc)
-        except (TTransportException, OSError) as exc:
-            reasons.append(f"{host}:{port} ({_reason(exc)})")
-            log.debug("Nimbus not reachable at %s:%d: %s", host, port, exc)
-    if client is None:
-        raise UserError(f"cannot reach Nimbus at {', '.join(reasons)}; is `stormpy nimbus` running? "
-                        f"(check nimbus.seeds and nimbus.thrift.port)")
+    client = find_leader(conf, timeout_secs)
     try:
         yield client
     except (TTransportException, socket.timeout, ConnectionError) as exc:
@@ -102,6 +85,57 @@ def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS)
     finally:
         with contextlib.suppress(Exception):
             client.close()
+
+
+def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Any:
+    """A client connected to the leader Nimbus, found by asking the seeds in order (Storm's
+    ``NimbusClient.getConfiguredClient``): a seed names the leader (``getLeader``) and, when the
+    leader is another Nimbus, the client connects there. ``UserError`` when no seed answers or
+    none knows a reachable leader (Storm's NimbusLeaderNotFoundException)."""
+    addresses = nimbus_addresses(conf)
+    secret = read_secret(conf)
+    reasons: list[str] = []
+    reached = False
+    for host, port in addresses:
+        try:
+            client = open_client(host, port, timeout_secs, secret)
+        except AuthError as exc:
+            reasons.append(f"{host}:{port} (authentication failed: {exc}; is storm.thrift.auth.secret.file "
+                           "the same on Nimbus?)")
+            log.debug("Nimbus at %s:%d refused authentication: %s", host, port, exc)
+            continue
+        except (TTransportException, OSError) as exc:
+            reasons.append(f"{host}:{port} ({_reason(exc)})")
+            log.debug("Nimbus not reachable at %s:%d: %s", host, port, exc)
+            continue
+        reached = True
+        try:
+            leader = client.getLeader()
+        except (TTransportException, TApplicationException, OSError) as exc:
+            reasons.append(f"{host}:{port} (getLeader failed: {_reason(exc)})")
+            _close(client)
+            continue
+        if leader is None or not leader.isLeader:
+            reasons.append(f"{host}:{port} (knows no leader)")
+            _close(client)
+            continue
+        if (leader.host, int(leader.port)) == (host, port):
+            return client
+        _close(client)
+        try:
+            return open_client(leader.host, int(leader.port), timeout_secs, secret)
+        except (AuthError, TTransportException, OSError) as exc:
+            reasons.append(f"{host}:{port} (its leader {leader.host}:{leader.port}: {_reason(exc)})")
+    if not reached:
+        raise UserError(f"cannot reach Nimbus at {', '.join(reasons)}; is `stormpy nimbus` running? "
+                        f"(check nimbus.seeds and nimbus.thrift.port)")
+    raise UserError(f"could not find a leader Nimbus from the seed hosts: {', '.join(reasons)} "
+                    f"(a failover takes up to storm.zookeeper.session.timeout; check nimbus.seeds)")
+
+
+def _close(client: Any) -> None:
+    with contextlib.suppress(Exception):
+        client.close()
 
 
 def _reason(exc: BaseException) -> str:

@@ -59,26 +59,37 @@ def code_files(root: Path) -> Iterator[tuple[Path, str]]:
             yield path, path.relative_to(root).as_posix()
 
 
-def build_code_archive(topology_file: Path, target: Path) -> int:
-    """Zip the topology file's directory into ``target``; returns the archive size in bytes."""
+def build_code_archive(topology_file: Path, target: Path, src: Path | None = None) -> int:
+    """Zip the topology file's directory into ``target``; returns the archive size in bytes.
+
+    ``src`` (a streamparse project's ``src/``) is added at the archive's root too, as
+    streamparse's JAR puts it in ``resources/``: workers import its packages top-level.
+    """
     root = topology_file.resolve().parent
     count = 0
+    names: dict[str, Path] = {}
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for path, arcname in code_files(root):
-            if path.resolve() == target.resolve():
-                continue
-            archive.write(path, arcname)
-            count += 1
+        for base in (root, src) if src is not None else (root,):
+            for path, arcname in code_files(base):
+                if path.resolve() == target.resolve():
+                    continue
+                if arcname in names:
+                    raise UserError(f"{path} and {names[arcname]} would both be {arcname!r} in the code "
+                                    "archive (src/ is merged with the topology's directory); rename one")
+                names[arcname] = path
+                archive.write(path, arcname)
+                count += 1
     log.debug("archived %d files of %s", count, root)
     return target.stat().st_size
 
 
 def topology_conf(topology_cls: type, topology_file: Path, workers: int | None,
-                  user_overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Topology.config <- --workers <- -c overrides, plus the module name workers import."""
+                  user_overrides: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """streamparse env options <- Topology.config <- --workers <- -c overrides, plus the module
+    name workers import."""
     from stormpy.topology.compile import topology_config
 
-    conf = topology_config(topology_cls)
+    conf = {**dict(options or {}), **topology_config(topology_cls)}
     cfg.warn_unknown_keys(conf, log)       # the topology's own config; -c keys were checked by the CLI
     if workers is not None:
         conf[cfg.TOPOLOGY_WORKERS.name] = workers
@@ -95,20 +106,25 @@ def _user() -> str:
         return ""
 
 
-def prepare(path: str, name: str | None, workers: int | None,
-            user_overrides: Mapping[str, Any]) -> tuple[str, Any, dict[str, Any]]:
+def prepare(path: str, name: str | None, workers: int | None, user_overrides: Mapping[str, Any],
+            project: Any = None, environment: str | None = None) -> tuple[str, Any, dict[str, Any]]:
     """Load, compile and validate the topology locally: (name, StormTopology, conf)."""
+    from stormpy.streamparse_compat.project import add_src_to_path
     from stormpy.topology.compile import compile_topology
     from stormpy.topology.loader import load_topology_file
     from stormpy.topology.validate import validate_topology, validate_topology_name
 
     topology_file = Path(path)
+    add_src_to_path(project)
     topology_cls = load_topology_file(topology_file)
     name = name or topology_file.stem
+    if project is not None:
+        environment = project.env_name
     with thrift_errors():
-        conf = topology_conf(topology_cls, topology_file, workers, user_overrides)
+        conf = topology_conf(topology_cls, topology_file, workers, user_overrides,
+                             project.options() if project is not None else None)
         validate_topology_name(name)
-        topology = compile_topology(topology_cls, conf)
+        topology = compile_topology(topology_cls, conf, environment=environment)
         validate_topology(topology, conf)
     try:
         json.dumps(conf)
@@ -133,13 +149,24 @@ def upload(client: Any, archive: Path, size: int) -> str:
 
 
 def submit_topology_file(path: str, *, name: str | None = None, workers: int | None = None,
-                         inactive: bool = False, conf: cfg.Config, user_overrides: Mapping[str, Any]) -> str:
-    """The whole ``stormpy submit``; returns the topology id. Failures raise UserError."""
-    name, topology, topo_conf = prepare(path, name, workers, user_overrides)
+                         inactive: bool = False, conf: cfg.Config, user_overrides: Mapping[str, Any],
+                         environment: str | None = None) -> str:
+    """The whole ``stormpy submit``; returns the topology id. Failures raise UserError.
+
+    In a streamparse project the chosen environment's ``nimbus`` from config.json is used
+    unless ``-c nimbus.seeds=...`` was given."""
+    from stormpy.streamparse_compat.project import load_project
+
+    project = load_project(path, environment)
+    name, topology, topo_conf = prepare(path, name, workers, user_overrides, project, environment)
+    if project is not None:
+        nimbus = {k: v for k, v in project.nimbus_overrides().items() if k not in user_overrides}
+        if nimbus:
+            conf = conf.merged(nimbus)
     status = storm.TopologyInitialStatus.INACTIVE if inactive else storm.TopologyInitialStatus.ACTIVE
     with tempfile.TemporaryDirectory(prefix="stormpy-submit-") as tmp:
         archive = Path(tmp) / "stormcode.zip"
-        size = build_code_archive(Path(path), archive)
+        size = build_code_archive(Path(path), archive, project.src if project is not None else None)
         with connect(conf) as client, thrift_errors():
             if any(t.name == name for t in client.getClusterInfo().topologies):
                 raise UserError(f"topology {name!r} is already alive; kill it first or submit with another --name")

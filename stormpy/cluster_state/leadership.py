@@ -78,6 +78,12 @@ class Leadership:
         log.info("acquired leadership as %s", identifier)
         return True
 
+    def current_leader(self) -> str | None:
+        """The identifier (``host:port``) holding ``/leader-lock`` now, by anyone's session; None if
+        nobody holds it. A SIGKILLed leader stays the holder until its session expires."""
+        contenders = self.session.zk.Lock(zk_layout.LEADER_LOCK).contenders()
+        return str(contenders[0]) if contenders else None
+
     def is_leader(self) -> bool:
         """True while this client holds ``/leader-lock`` on a live, connected session."""
         with self._mutex:

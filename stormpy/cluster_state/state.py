@@ -324,6 +324,10 @@ class ClusterState:
         """True while this client holds ``/leader-lock`` on a live, connected session."""
         return self.leadership.is_leader()
 
+    def leader(self) -> str | None:
+        """``host:port`` of the Nimbus holding ``/leader-lock`` (any session), None when nobody does."""
+        return self.leadership.current_leader()
+
     def release_leadership(self) -> None:
         self.leadership.release()
 

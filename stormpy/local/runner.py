@@ -134,7 +134,10 @@ class LocalTopology:
     """A compiled, planned topology running in one WorkerRuntime in this process."""
 
     def __init__(self, topology_cls: type, name: str, conf: Mapping[str, Any] | None = None,
-                 user_overrides: Mapping[str, Any] | None = None) -> None:
+                 user_overrides: Mapping[str, Any] | None = None, environment: str | None = None,
+                 options: Mapping[str, Any] | None = None) -> None:
+        """``environment`` picks streamparse ``par`` dict entries; ``options`` (a streamparse
+        environment's) sit below the Topology's own config."""
         from stormpy.thrift import storm
         from stormpy.topology.compile import compile_topology, topology_config
         from stormpy.topology.plan import build_plan
@@ -142,11 +145,11 @@ class LocalTopology:
 
         try:
             validate_topology_name(name)
-            topology_conf = topology_config(topology_cls)
+            topology_conf = {**dict(options or {}), **topology_config(topology_cls)}
             warn_unknown_keys(topology_conf, log)
             self.conf = merged_conf(conf, topology_conf, user_overrides)
             self.conf["topology.name"] = name
-            topology = compile_topology(topology_cls, self.conf)
+            topology = compile_topology(topology_cls, self.conf, environment=environment)
             # Validated with the conf the user wrote (topology config and overrides), as a
             # submit would send it; defaults are filled in by build_plan.
             validate_topology(topology, {**topology_conf, **dict(user_overrides or {})})
@@ -192,6 +195,8 @@ def progress_line(totals: Mapping[str, int], elapsed: float, errors: int, waitin
     line = (f"[{elapsed:6.1f}s] spout tuples emitted={totals['emitted']} acked={totals['acked']} "
             f"failed={totals['failed']} ({rate:,.0f} spout tuples acked/s); bolt tuples executed={totals['executed']}; "
             f"errors={errors}")
+    if "trident_batches" in totals:
+        line += f"; trident batches committed={totals['trident_batches']} (txid {totals['trident_txid']})"
     return f"{line}; waiting for {waiting}" if waiting else line
 
 
@@ -212,13 +217,22 @@ def _announce(message: str) -> None:
 
 
 def run_local(topology_file: str, name: str | None = None, duration: float = 0, conf: Config | None = None,
-              user_overrides: Mapping[str, Any] | None = None, stop_event: threading.Event | None = None) -> int:
-    """Run a topology file in this process until ``duration`` passes or a stop signal; exit code."""
+              user_overrides: Mapping[str, Any] | None = None, stop_event: threading.Event | None = None,
+              environment: str | None = None) -> int:
+    """Run a topology file in this process until ``duration`` passes or a stop signal; exit code.
+
+    In a streamparse project (``config.json``/``topologies``/``src``) ``src/`` goes on the path
+    and ``environment`` (or config.json's only one) picks ``par`` dicts and ``options``."""
+    from stormpy.streamparse_compat.project import add_src_to_path, load_project
     from stormpy.topology.loader import load_topology_file
 
+    project = load_project(topology_file, environment)
+    add_src_to_path(project)
     topology_cls = load_topology_file(topology_file)
     name = name or Path(topology_file).stem
-    local = LocalTopology(topology_cls, name, conf, user_overrides)
+    local = LocalTopology(topology_cls, name, conf, user_overrides,
+                          environment=project.env_name if project else environment,
+                          options=project.options() if project else None)
     stop = stop_event or threading.Event()
     with StopOnSignals(stop, who="stormpy local", announce=_announce, second_signal_kills=True):
         print(f"stormpy local: running {name} ({local.topology_id}) with "

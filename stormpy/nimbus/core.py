@@ -52,6 +52,8 @@ class Nimbus:
         self.started_secs = int(wall_clock())
         self._counter = itertools.count(1)
         self._code: dict[str, tuple[storm.StormTopology, dict[str, Any]]] = {}
+        # True while this Nimbus leads and has recovered (startup done); leader-only RPCs check it.
+        self.leader_ready = False
 
     # ------------------------------------------------------------ lookups
     def now_secs(self) -> int:

@@ -1,10 +1,12 @@
 """``stormpy nimbus``: wire Nimbus together, run until SIGTERM/SIGINT, shut down cleanly.
 
-Start order matters: connect to ZooKeeper, take the leader lock (a Nimbus restarted after
-SIGKILL waits here until its predecessor's session expires), recover (orphan cleanup and
-``startup`` transitions, which re-schedule pending kills and rebalances), and only then open
-the Thrift port, so no client can act on half-recovered state. The main thread just waits
-for a signal; the work happens on the timer and connection threads.
+Start order: connect to ZooKeeper, open the Thrift port and register under ``/nimbuses`` as a
+standby (reads are served, leader-only calls are refused naming the leader), then compete for
+the leader lock on the "nimbus-ha" thread (``ha.LeaderElector``: code first, Storm's rule).
+On winning it, recover (orphan cleanup and ``startup`` transitions, which re-schedule pending
+kills and rebalances) and start the monitor; leader-only calls are refused until recovery is
+done. The main thread just waits for a signal; the work happens on the timer, HA and
+connection threads.
 """
 from __future__ import annotations
 
@@ -13,14 +15,15 @@ import socket
 import threading
 
 from stormpy import config as cfg
+from stormpy.auth import read_secret
 from stormpy.cluster_state import ClusterState
 from stormpy.daemon_guard import check_ports_free, local_dir_lock
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.nimbus.core import Nimbus
 from stormpy.nimbus.files import NimbusFiles
+from stormpy.nimbus.ha import CodeReplicator, LeaderElector
 from stormpy.nimbus.monitor import EventTimer, NimbusMonitor
-from stormpy.auth import read_secret
 from stormpy.nimbus.server import NimbusHandler, ThriftServer, nimbus_summary
 from stormpy.signals import StopOnSignals
 
@@ -44,18 +47,31 @@ class NimbusDaemon:
         self.state: ClusterState | None = None
         self.timer: EventTimer | None = None
         self.server: ThriftServer | None = None
+        self.nimbus: Nimbus | None = None
+        self.monitor: NimbusMonitor | None = None
+        self.elector: LeaderElector | None = None
 
     def start(self) -> None:
-        """Connect, lead, recover, serve. Returns once serving (or when stopped while waiting)."""
+        """Connect, serve reads as a standby, and compete for leadership on the "nimbus-ha" thread.
+
+        Returns once serving. Leader-only work (recovery, monitor) starts when this Nimbus leads.
+        """
         self.state = ClusterState(self.conf, listener=self._on_zk_state)
         files = NimbusFiles(self.conf[cfg.STORM_LOCAL_DIR], max_upload_bytes=self.conf[cfg.NIMBUS_FILE_UPLOAD_MAX_BYTES],
                             stream_expiration_secs=self.conf[cfg.NIMBUS_FILE_COPY_EXPIRATION_SECS])
-        if not self._wait_for_leadership():
-            return
+        files.cleanup_temporaries()
         self.timer = EventTimer().start()
-        nimbus = Nimbus(self.conf, self.state, files, self.timer.schedule)
-        nimbus.startup()
-        self.server = ThriftServer(NimbusHandler(nimbus, self.host_port), "0.0.0.0", self.port,
+        self.nimbus = Nimbus(self.conf, self.state, files, self.timer.schedule)
+        replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf))
+        self.elector = LeaderElector(self.state, replicator, self.host_port, self.conf[cfg.NIMBUS_CODE_SYNC_FREQ_SECS],
+                                     self._on_leader, self._on_standby, self.stop_event)
+        # Lead at once when the lock is free (the usual single-Nimbus start): recovery then ends
+        # before the port opens, so no client sees a Nimbus without a leader.
+        try:
+            self.elector.step(acquire_timeout=0)
+        except Exception as exc:  # noqa: BLE001 - the leader unreachable for a sync: the HA thread retries
+            log.warning("first leadership round failed (the HA thread retries): %s", exc)
+        self.server = ThriftServer(NimbusHandler(self.nimbus, self.host_port), cfg.local_bind_host(self.conf), self.port,
                                    self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFER_SIZE],
                                    idle_timeout_secs=self.conf[cfg.NIMBUS_THRIFT_IDLE_TIMEOUT_SECS],
                                    max_connections=self.conf[cfg.NIMBUS_THRIFT_MAX_CONNECTIONS],
@@ -66,20 +82,30 @@ class NimbusDaemon:
         except OSError as exc:
             raise UserError(f"Nimbus cannot listen on port {self.port}: {exc.strerror or exc} "
                             "(another Nimbus running? set nimbus.thrift.port)") from None
-        self.state.register_nimbus(self.host_port, nimbus_summary(self.host, self.port, 0, True))
-        NimbusMonitor(nimbus, self.timer, self.host_port).start()
-        log.info("Nimbus %s is serving (local dir %s)", self.host_port, files.root)
+        if not self.elector.leading:
+            self._register(is_leader=False)
+        self.elector.start()
+        log.info("Nimbus %s is serving as %s (local dir %s)", self.host_port,
+                 "the leader" if self.elector.leading else "a standby until it leads", files.root)
 
-    def _wait_for_leadership(self) -> bool:
+    def _register(self, is_leader: bool) -> None:
         assert self.state is not None
-        announced = False
-        while not self.stop_event.is_set():
-            if self.state.acquire_leadership(self.host_port, timeout=1.0):
-                return True
-            if not announced:
-                log.info("waiting for the leader lock (another Nimbus, or the session of a killed one, holds it)")
-                announced = True
-        return False
+        self.state.register_nimbus(self.host_port, nimbus_summary(self.host, self.port, 0, is_leader))
+
+    def _on_leader(self) -> None:
+        """The "nimbus-ha" thread, on winning the lock: recover, then start the monitor (once)."""
+        assert self.nimbus is not None and self.timer is not None
+        self.nimbus.startup()
+        self.nimbus.leader_ready = True
+        self._register(is_leader=True)
+        if self.monitor is None:
+            self.monitor = NimbusMonitor(self.nimbus, self.timer, self.host_port)
+            self.monitor.start()
+
+    def _on_standby(self) -> None:
+        assert self.nimbus is not None
+        self.nimbus.leader_ready = False
+        self._register(is_leader=False)
 
     def _on_zk_state(self, state: str) -> None:
         if state == "LOST":
@@ -92,6 +118,8 @@ class NimbusDaemon:
             self.server.stop(reason)
         if self.timer is not None:
             self.timer.stop(reason)
+        if self.elector is not None:
+            self.elector.join(timeout=2)
         if self.state is not None:
             self.state.release_leadership()
             self.state.close()

@@ -7,6 +7,8 @@ Layout under ``<storm.local.dir>/nimbus/``:
   directory), ``stormtopology.ser`` (serialize(StormTopology)), ``stormconf.json``. It is the
   Assignment's ``master_code_dir``; supervisors download the three files from it.
 
+A download names a file by its absolute path or by ``<topology-id>/<file>`` relative to
+``stormdist`` (standbys and supervisors use the latter: any Nimbus with the code serves it).
 Only files inside ``stormdist`` can be downloaded: paths are resolved (symlinks included)
 and refused when they leave it. Upload and download streams are keyed by server-chosen ids;
 an idle stream is dropped after ``nimbus.file.copy.expiration.secs``. Thread-safe: the
@@ -187,8 +189,13 @@ class NimbusFiles:
         refused = illegal(f"file {file!r} cannot be downloaded: only topology code under Nimbus's stormdist can")
         if not file or "\x00" in file or ".." in Path(file).parts:
             raise refused
+        candidate = Path(file)
+        if not candidate.is_absolute():
+            # "<topology-id>/<file>": what another Nimbus or a supervisor asks for without
+            # knowing where this Nimbus keeps its stormdist (several Nimbus daemons, HA).
+            candidate = self.stormdist_root / candidate
         try:
-            path = Path(file).resolve(strict=True)
+            path = candidate.resolve(strict=True)
         except (OSError, RuntimeError):
             raise refused from None
         root = self.stormdist_root.resolve()

@@ -105,8 +105,9 @@ class NimbusMonitor:
         if not state.is_connected():
             log.warning("skipping Nimbus housekeeping: ZooKeeper connection is suspended")
             return False
-        if not state.is_leader() and not state.acquire_leadership(self.leader_id, timeout=0):
-            log.warning("skipping Nimbus housekeeping: another Nimbus holds the leader lock")
+        if not state.is_leader() or not self.nimbus.leader_ready:
+            # Re-taking the lock is the HA thread's job (it checks the code first, Storm's rule).
+            log.warning("skipping Nimbus housekeeping: this Nimbus is not the leader")
             return False
         return True
 

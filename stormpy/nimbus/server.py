@@ -82,38 +82,61 @@ class NimbusHandler:
         self.files = nimbus.files
         self.host_port = host_port
 
+    # ------------------------------------------------------------ leadership (DESIGN section 14)
+    def _leader_only(self, call: str) -> None:
+        """Refuse a leader-only call on a standby (or a leader still recovering), naming the leader."""
+        if self.nimbus.leader_ready and self.nimbus.state.is_leader():
+            return
+        leader = self.nimbus.state.leader()
+        where = f"the leader is {leader}" if leader and leader != self.host_port else "no leader is elected yet"
+        msg = (f"{call} refused: Nimbus {self.host_port} is not the leader; {where} "
+               f"(clients follow the leader through nimbus.seeds)")
+        if call in ("beginFileUpload", "uploadChunk", "finishFileUpload"):
+            raise storm.IllegalStateException(msg=msg)
+        raise TApplicationException(TApplicationException.INTERNAL_ERROR, msg)
+
     # ------------------------------------------------------------ topology lifecycle
     def submitTopology(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any) -> None:
+        self._leader_only("submitTopology")
         self.nimbus.submit(name, uploadedJarLocation, jsonConf, topology)
 
     def submitTopologyWithOpts(self, name: str, uploadedJarLocation: str, jsonConf: str, topology: Any,
                                options: Any) -> None:
+        self._leader_only("submitTopologyWithOpts")
         status = options.initial_status if options is not None else storm.TopologyInitialStatus.ACTIVE
         self.nimbus.submit(name, uploadedJarLocation, jsonConf, topology, status)
 
     def killTopology(self, name: str) -> None:
+        self._leader_only("killTopology")
         self.nimbus.kill(name, None)
 
     def killTopologyWithOpts(self, name: str, options: Any) -> None:
+        self._leader_only("killTopologyWithOpts")
         self.nimbus.kill(name, options.wait_secs if options is not None else None)
 
     def activate(self, name: str) -> None:
+        self._leader_only("activate")
         self.nimbus.user_action(name, tr.Event.ACTIVATE)
 
     def deactivate(self, name: str) -> None:
+        self._leader_only("deactivate")
         self.nimbus.user_action(name, tr.Event.DEACTIVATE)
 
     def rebalance(self, name: str, options: Any) -> None:
+        self._leader_only("rebalance")
         self.nimbus.rebalance(name, options or storm.RebalanceOptions())
 
     # ------------------------------------------------------------ files
     def beginFileUpload(self) -> str:
+        self._leader_only("beginFileUpload")
         return self.files.begin_upload()
 
     def uploadChunk(self, location: str, chunk: bytes) -> None:
+        self._leader_only("uploadChunk")
         self.files.upload_chunk(location, chunk if isinstance(chunk, bytes) else bytes(chunk or b""))
 
     def finishFileUpload(self, location: str) -> None:
+        self._leader_only("finishFileUpload")
         self.files.finish_upload(location)
 
     def beginFileDownload(self, file: str) -> str:
@@ -160,6 +183,56 @@ class NimbusHandler:
             raise not_alive(id_or_name)
         return topology_id
 
+    # ------------------------------------------------------------ Storm 1.1+ calls (streamparse's sparse)
+    def isTopologyNameAllowed(self, name: str) -> bool:
+        """A valid name no living topology uses (what submit would accept)."""
+        from stormpy.topology.validate import validate_topology_name
+
+        try:
+            validate_topology_name(name)
+        except storm.InvalidTopologyException:
+            return False
+        return self.nimbus.find_id(name) is None
+
+    def getLeader(self) -> Any:
+        """The NimbusSummary of the Nimbus holding ``/leader-lock`` (``isLeader``); when nobody
+        holds it, this Nimbus's own summary with ``isLeader`` false (clients then try other seeds)."""
+        leader = self.nimbus.state.leader()
+        if leader is not None:
+            for summary in self.getClusterInfo().nimbuses or []:
+                if f"{summary.host}:{summary.port}" == leader:
+                    return summary
+            host, _, port = leader.rpartition(":")
+            return storm.NimbusSummary(host=host, port=int(port or 0), isLeader=True, version="", uptime_secs=0)
+        host, _, port = self.host_port.rpartition(":")
+        return storm.NimbusSummary(host=host, port=int(port or 0), isLeader=False, version=DAEMON_VERSION,
+                                   uptime_secs=self.nimbus.now_secs() - self.nimbus.started_secs)
+
+    def getTopologyPageInfo(self, id: str, window: str, is_include_sys: bool) -> Any:  # noqa: A002
+        topology_id = self._existing_id(id)
+        base = self.nimbus.state.storm_base(topology_id)
+        if base is None:
+            raise not_alive(id)
+        summary = self._topology_summary(topology_id, base, self.nimbus.state.assignment(topology_id),
+                                         self.nimbus.now_secs())
+        return storm.TopologyPageInfo(id=topology_id, name=summary.name, uptime_secs=summary.uptime_secs,
+                                      status=summary.status, num_tasks=summary.num_tasks,
+                                      num_workers=summary.num_workers, num_executors=summary.num_executors,
+                                      topology_conf=self.getTopologyConf(topology_id), owner=base.owner or "")
+
+    def getComponentPageInfo(self, topology_id: str, component_id: str, window: str, is_include_sys: bool) -> Any:
+        info = self.getTopologyInfo(topology_id)
+        plan = self.nimbus.plan(info.id, self.nimbus.state.storm_base(info.id))
+        comp = plan.components.get(component_id)
+        if comp is None:
+            raise not_alive(f"{topology_id} has no component {component_id!r}")
+        executors = [e for e in info.executors if e.component_id == component_id]
+        kind = storm.ComponentType.SPOUT if comp.kind == "spout" else storm.ComponentType.BOLT
+        return storm.ComponentPageInfo(component_id=component_id, component_type=kind, topology_id=info.id,
+                                       topology_name=info.name, num_executors=len(executors),
+                                       num_tasks=len(comp.tasks), errors=list((info.errors or {}).get(component_id, [])),
+                                       topology_status=info.status)
+
     def getClusterInfo(self) -> Any:
         state, now = self.nimbus.state, self.nimbus.now_secs()
         assignments = state.assignments()
@@ -177,9 +250,10 @@ class NimbusHandler:
         for topology_id, base in sorted(state.storm_bases().items()):
             assignment = assignments.get(topology_id)
             topologies.append(self._topology_summary(topology_id, base, assignment, now))
+        leader = state.leader()   # the lock holder, not the registrations' (possibly stale) flags
         nimbuses = [storm.NimbusSummary(host=hp.rpartition(":")[0], port=int(hp.rpartition(":")[2] or 0),
                                         uptime_secs=now - self.nimbus.started_secs if hp == self.host_port
-                                        else info.uptime_secs, isLeader=info.isLeader, version=info.version)
+                                        else info.uptime_secs, isLeader=hp == leader, version=info.version)
                     for hp, info in sorted(state.nimbuses().items())]
         return storm.ClusterSummary(supervisors=supervisors, nimbus_uptime_secs=now - self.nimbus.started_secs,
                                     topologies=topologies, nimbuses=nimbuses)

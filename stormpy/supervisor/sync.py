@@ -143,7 +143,9 @@ class Syncer:
         try:
             with self.connect_nimbus() as client:
                 for name in CODE_FILES:
-                    size = download_file(client, f"{master_code_dir.rstrip('/')}/{name}", tmp / name)
+                    # Relative to the serving Nimbus's stormdist: after a failover the leader's
+                    # directory differs from the master_code_dir its predecessor wrote.
+                    size = download_file(client, f"{topology_id}/{name}", tmp / name)
                     log.info("downloaded %s of %s (%d bytes)", name, topology_id, size)
             safe_extract(tmp / "stormcode.zip", tmp / "code")
             target = localstate.stormdist_dir(self.local_dir, topology_id)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import traceback
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -57,9 +58,10 @@ class _SpecMethod:
     """
 
     def __get__(self, obj: Any, cls: type) -> Callable[..., Any]:
-        def spec(name: str | None = None, inputs: Any = None, par: int = 1,
+        def spec(name: str | None = None, inputs: Any = None, par: Any = None,
                  config: Mapping[str, Any] | None = None) -> Any:
-            """Declare this component in a Topology class (streamparse's ``Component.spec``)."""
+            """Declare this component in a Topology class (streamparse's ``Component.spec``);
+            ``par``/``config`` default to the class attributes of the same names."""
             from stormpy.topology.dsl import ComponentSpec
 
             return ComponentSpec(cls, name=name, inputs=inputs, par=par, config=config, instance=obj)
@@ -71,6 +73,9 @@ class Component:
     """Base of spouts and bolts: outputs, lifecycle hooks, logging and error reporting."""
 
     outputs: Any = None
+    #: streamparse's spec defaults: tasks (an int, or ``{"env": n}``) and the component config.
+    par: Any = 1
+    config: Mapping[str, Any] | None = None
     #: If set, the executor calls ``on_timer()`` this often (seconds) from its thread.
     timer_interval_secs: float | None = None
 
@@ -123,6 +128,10 @@ class Component:
         """Report an error for this component (kept as its last errors; shown by the UI)."""
         self._task.report_error(str(message))
 
+    def report_metric(self, name: str, value: float) -> None:
+        """pystorm's ``report_metric``: the value shows in this task's stats as ``metrics[name]``."""
+        self.metrics.set(name, value)
+
     def raise_exception(self, exception: BaseException, tup: Tuple | None = None) -> None:
         """pystorm's way to give up: report the error and raise it, so the task restarts."""
         text = "".join(traceback.format_exception(exception))
@@ -162,6 +171,51 @@ class Spout(Component):
         """The topology was deactivated: no more ``next_tuple`` calls until activate."""
 
 
+class ReliableSpout(Spout):
+    """pystorm's ReliableSpout: every emit needs a ``tup_id``; a failed tuple is emitted again
+    (same values, stream and id) up to ``max_fails`` times, then given up on as if acked."""
+
+    max_fails = 3
+
+    def _attach(self, task: Any, component_id: str, task_id: int) -> None:
+        super()._attach(task, component_id, task_id)
+        if type(self).emit is Component.emit:   # keep the bookkeeping on the fast path too
+            self.emit = self._reliable_emit  # type: ignore[method-assign]
+        self.failed_tuples: Counter[Any] = Counter()
+        self.unacked_tuples: dict[Any, tuple[Any, str | None, int | None, bool]] = {}
+
+    def emit(self, values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
+             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+        return self._reliable_emit(values, tup_id, stream, anchors, direct_task, need_task_ids)
+
+    def _reliable_emit(self, values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
+                       direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+        if tup_id is None:
+            raise ValueError("You must provide a tuple ID when emitting with a ReliableSpout in order for "
+                             "the tuple to be tracked.")
+        self.unacked_tuples[tup_id] = (values, stream, direct_task, need_task_ids)
+        return self._task.emit(values, tup_id=tup_id, stream=stream, direct_task=direct_task,
+                               need_task_ids=need_task_ids)
+
+    def ack(self, tup_id: Any) -> None:
+        self.failed_tuples.pop(tup_id, None)
+        if self.unacked_tuples.pop(tup_id, None) is None:
+            self.logger.error("Received ack for unknown tuple ID: %r", tup_id)
+
+    def fail(self, tup_id: Any) -> None:
+        saved = self.unacked_tuples.get(tup_id)
+        if saved is None:
+            self.logger.error("Received fail for unknown tuple ID: %r", tup_id)
+            return
+        values, stream, direct_task, need_task_ids = saved
+        if self.failed_tuples[tup_id] < self.max_fails:
+            self.failed_tuples[tup_id] += 1
+            self.emit(values, tup_id=tup_id, stream=stream, direct_task=direct_task, need_task_ids=need_task_ids)
+        else:
+            self.logger.info("Acking tuple ID %r after it exceeded retry limit (%r)", tup_id, self.max_fails)
+            self.ack(tup_id)
+
+
 class Bolt(Component):
     """Processes tuples. With the defaults each tuple is anchored, acked or failed for you."""
 
@@ -169,6 +223,11 @@ class Bolt(Component):
     auto_ack = True
     auto_anchor = True
     auto_fail = True
+
+    @staticmethod
+    def is_tick(tup: Tuple) -> bool:
+        """pystorm's ``Bolt.is_tick(tup)``: whether ``tup`` is a tick tuple."""
+        return tup.is_tick
 
     def make_driver(self, task: Any) -> Driver:
         """How the executor feeds this bolt (framework hook, see ``stormpy.task.drivers``):
@@ -221,7 +280,8 @@ class BatchingBolt(Bolt):
 
     @property
     def timer_interval_secs(self) -> float | None:  # type: ignore[override]
-        return self.secs_between_batches
+        """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only)."""
+        return None if self.ticks_between_batches else self.secs_between_batches
 
     def _attach(self, task: Any, component_id: str, task_id: int) -> None:
         super()._attach(task, component_id, task_id)

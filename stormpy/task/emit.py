@@ -297,6 +297,8 @@ def make_emit(task: Any, place: Place, starts_trees: bool) -> Any:
                 stream = tup_id
             tup_id = None
             if anchors is not None:
+                if isinstance(anchors, Tuple):   # one Tuple (iterable as pystorm's namedtuple)
+                    anchors = [anchors]
                 anchors = [a if isinstance(a, Tuple) or type(a) is tuple else task.resolve(a) for a in anchors]
         if stream is None:
             stream = DEFAULT_STREAM

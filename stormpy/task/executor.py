@@ -20,11 +20,11 @@ What every executor shares (the spout and bolt executors add their loops):
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 import time
-import pickle
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from queue import SimpleQueue
 from typing import Any
 
@@ -49,6 +49,35 @@ def load_component_class(class_name: str) -> type[Component]:
     if not isinstance(cls, type):
         raise TypeError(f"{class_name} is not a class")
     return cls
+
+
+class ReceiveQueueMetrics(Mapping[str, float]):
+    """The executor's receive queue as task metrics, read live by whoever reads the stats (the
+    heartbeat thread): Storm 2's ``__receive.population`` / ``__receive.pct_full`` and
+    ``__backpressure`` (1 while the queue is over its high watermark, which is what makes this
+    worker signal backpressure). The UI colours a component by them. Reads need no lock: each
+    value is one int/bool read, and a heartbeat a tuple batch stale is fine."""
+
+    NAMES = ("__receive.population", "__receive.pct_full", "__backpressure")
+
+    def __init__(self, executor: "Executor") -> None:
+        self._executor = executor
+
+    def __getitem__(self, name: str) -> float:
+        ex = self._executor
+        if name == "__receive.population":
+            return float(ex.queued)
+        if name == "__receive.pct_full":
+            return round(100.0 * ex.queued / max(1, ex.settings.receive_buffer_size), 2)
+        if name == "__backpressure":
+            return 1.0 if ex.overloaded else 0.0
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.NAMES)
+
+    def __len__(self) -> int:
+        return len(self.NAMES)
 
 
 class Timer:
@@ -126,6 +155,7 @@ class Executor:
         self.outbox = Outbox(runtime.transfer.send, self.settings.transfer_batch_size, self.name)
         self._last_flush = time.monotonic()
         self.stats = ExecutorStats(self.kind)
+        self.stats.metric_sources.append(ReceiveQueueMetrics(self))
         self.tasks: dict[int, Any] = {}
         self.timers: list[Timer] = []
         self._stop = threading.Event()

@@ -263,6 +263,10 @@ class WorkerRuntime:
             if executor.comp_plan.is_system:
                 continue
             counts = executor.stats.totals()
+            metrics = executor.stats.metrics()
+            if "trident.batches.committed" in metrics and executor.kind == "spout":   # $mastercoord
+                out["trident_txid"] = int(metrics.get("trident.txid", 0))
+                out["trident_batches"] = int(metrics["trident.batches.committed"])
             if executor.kind == "spout":
                 out["emitted"] += counts["emitted"]
                 out["acked"] += counts["acked"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class ExecutorStats:
         self.complete_ms: dict[Any, list[float]] = {}
         self.process_ms: dict[Any, list[float]] = {}
         self.execute_ms: dict[Any, list[float]] = {}
-        self.metric_sources: list[dict[str, float]] = []
+        self.metric_sources: list[Mapping[str, float]] = []
         self.started = clock()
         self._snapshots: deque[tuple[float, dict[tuple[str, Any], float]]] = deque()
         self._snapshots.append((self.started, {}))

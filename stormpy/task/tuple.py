@@ -89,6 +89,22 @@ class Tuple:
         """pystorm's spelling of :attr:`is_heartbeat` (stormpy never sends heartbeat tuples)."""
         return self.stream == HEARTBEAT
 
+    # pystorm's Tuple is ``namedtuple("Tuple", "id component stream task values")``:
+    # unpacking, indexing and ``_asdict`` work the same here.
+    _fields = ("id", "component", "stream", "task", "values")
+
+    def __iter__(self) -> Any:
+        return iter((self.id, self.component, self.stream, self.task, self.values))
+
+    def __len__(self) -> int:
+        return 5
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return (self.id, self.component, self.stream, self.task, self.values)[index]
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(self._fields, self))
+
     def __repr__(self) -> str:
         return (f"Tuple(id={self.id!r}, component={self.component!r}, stream={self.stream!r}, "
                 f"task={self.task!r}, values={self.values!r})")

@@ -6,8 +6,10 @@ processes (never fakes) and always stop them with an escalating, logged shutdown
 ``wait_until`` is the one polling wait, for tests and library code alike.
 """
 from stormpy.testing.complete import CompletedTopology, FixedTuple, TopologyIncomplete, complete_topology
+from stormpy.testing.ha import current_leader, wait_for_leader
 from stormpy.testing.processes import DaemonProcess, WaitTimeout, free_port, wait_until
 from stormpy.testing.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
 __all__ = ["CompletedTopology", "DaemonProcess", "FixedTuple", "TopologyIncomplete", "WaitTimeout",
-           "ZooKeeperServer", "ZooKeeperUnavailable", "complete_topology", "free_port", "wait_until"]
+           "ZooKeeperServer", "ZooKeeperUnavailable", "complete_topology", "current_leader", "free_port", "wait_for_leader",
+           "wait_until"]

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy.thrift import storm
-from stormpy.topology.dsl import ComponentSpec, Topology, normalize_outputs
+from stormpy.topology.dsl import ComponentSpec, Topology, normalize_outputs, resolve_par
 
 _CLASSES: dict[str, type] = {}
 
@@ -34,6 +34,9 @@ def resolve_class(name: str) -> type:
     cls = _CLASSES.get(name)
     if cls is not None:
         return cls
+    from stormpy.streamparse_compat import install_aliases
+
+    install_aliases()   # user modules may `import streamparse` / `pystorm`
     module_name, _, qualname = name.partition(":")
     obj: Any = importlib.import_module(module_name)
     for part in qualname.split("."):
@@ -50,9 +53,9 @@ def component_kind(cls: type) -> str:
     raise invalid(f"component class {cls.__qualname__} is neither a Spout nor a Bolt")
 
 
-def _common(spec: ComponentSpec, ids: dict[int, str]) -> Any:
+def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = None) -> Any:
     try:
-        streams = normalize_outputs(getattr(spec.component_cls, "outputs", None))
+        streams = normalize_outputs(spec.outputs)
     except (TypeError, ValueError) as exc:
         raise invalid(f"component {spec.name!r}: {exc}") from None
     inputs = {}
@@ -60,26 +63,56 @@ def _common(spec: ComponentSpec, ids: dict[int, str]) -> Any:
         groupings = spec.input_groupings()
     except TypeError as exc:
         raise invalid(str(exc)) from None
+    names = set(ids.values())
     for source, stream, grouping in groupings:
-        source_id = ids.get(id(source))
+        source_id = source if isinstance(source, str) and source in names else ids.get(id(source))
         if source_id is None:
-            raise invalid(f"component {spec.name!r} has an input {source.name or source!r} "
+            raise invalid(f"component {spec.name!r} has an input {getattr(source, 'name', None) or source!r} "
                           "that is not a component of this topology")
+        if grouping.kind == "jvm":
+            raise invalid(f"component {spec.name!r}: {grouping.obj} needs a JVM to choose tasks; stormpy workers "
+                          "run Python only (use Grouping.custom(obj) with a Python object)")
         try:
             thrift_grouping = grouping.to_thrift()
         except Exception as exc:  # pickling a custom grouping object
             raise invalid(f"component {spec.name!r}: custom grouping {grouping.obj!r} cannot be pickled: {exc}") from None
         inputs[storm.GlobalStreamId(componentId=source_id, streamId=stream)] = thrift_grouping
     try:
-        json_conf = json.dumps(spec.config)
+        json_conf = json.dumps({**_component_configuration(spec), **spec.config})
     except (TypeError, ValueError) as exc:
         raise invalid(f"component {spec.name!r}: config is not JSON-serializable: {exc}") from None
     return storm.ComponentCommon(
         inputs=inputs,
         streams={sid: storm.StreamInfo(output_fields=list(s.fields), direct=s.direct) for sid, s in streams.items()},
-        parallelism_hint=spec.par if isinstance(spec.par, int) else -1,
+        parallelism_hint=_par(spec, environment),
         json_conf=json_conf,
     )
+
+
+def _component_configuration(spec: ComponentSpec) -> dict[str, Any]:
+    """Storm's ``getComponentConfiguration``: config the component declares itself (windows)."""
+    hook = getattr(spec.instance if spec.instance is not None else spec.component_cls, "get_component_configuration", None)
+    return dict(hook() or {}) if callable(hook) else {}
+
+
+def _par(spec: ComponentSpec, environment: str | None) -> int:
+    try:
+        return resolve_par(spec.name or "?", spec.par, environment)
+    except ValueError as exc:
+        raise invalid(str(exc)) from None
+
+
+def _component_object(spec: ComponentSpec) -> Any:
+    """A ShellComponent for ShellBolt/ShellSpout specs, else the PythonObject naming the class."""
+    if spec.java is not None:
+        raise invalid(f"component {spec.name!r} is a {spec.java}: JVM components cannot run in a stormpy "
+                      "worker (stormpy runs Python classes and multilang ShellBolt/ShellSpout commands)")
+    if spec.shell is not None:
+        command, script = spec.shell
+        return storm.ComponentObject(shell=storm.ShellComponent(execution_command=command, script=script))
+    name = class_name(spec.component_cls)
+    _CLASSES[name] = spec.component_cls
+    return storm.ComponentObject(python_object=storm.PythonObject(class_name=name, serialized=_serialized(spec)))
 
 
 def _serialized(spec: ComponentSpec) -> bytes | None:
@@ -92,8 +125,15 @@ def _serialized(spec: ComponentSpec) -> bytes | None:
         raise invalid(f"component {spec.name!r}: instance {spec.instance!r} cannot be pickled: {exc}") from None
 
 
-def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | None = None) -> Any:
-    """Build the StormTopology struct; raises InvalidTopologyException for malformed specs."""
+def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | None = None,
+                     environment: str | None = None) -> Any:
+    """Build the StormTopology struct; raises InvalidTopologyException for malformed specs.
+
+    ``environment`` picks the entry of streamparse-style ``par={"prod": 5, "beta": 1}`` dicts.
+    """
+    compiler = getattr(topology_cls, "compile_storm_topology", None)
+    if compiler is not None:  # a TridentTopology builds its own graph of framework components
+        return compiler(dict(conf or {}))
     specs = list(getattr(topology_cls, "specs", []))
     ids: dict[int, str] = {}
     seen: set[str] = set()
@@ -105,16 +145,17 @@ def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | Non
     spouts: dict[str, Any] = {}
     bolts: dict[str, Any] = {}
     for spec in specs:
-        cls = spec.component_cls
-        name = class_name(cls)
-        _CLASSES[name] = cls
-        obj = storm.ComponentObject(python_object=storm.PythonObject(class_name=name,
-                                                                     serialized=_serialized(spec)))
-        common = _common(spec, ids)
-        if component_kind(cls) == "spout":
+        obj = _component_object(spec)
+        common = _common(spec, ids, environment)
+        if (spec.kind or component_kind(spec.component_cls)) == "spout":
             spouts[spec.name] = storm.SpoutSpec(spout_object=obj, common=common)
         else:
             bolts[spec.name] = storm.Bolt(bolt_object=obj, common=common)
+    stateful = [spec.name for spec in specs if spec.name in bolts and getattr(spec.component_cls, "is_stateful", False)]
+    if stateful:
+        from stormpy.stateful.checkpoint import add_checkpointing
+
+        add_checkpointing(spouts, bolts, stateful, conf)
     return storm.StormTopology(spouts=spouts, bolts=bolts, state_spouts={})
 
 

@@ -34,6 +34,9 @@ def import_topology_module(path: str | Path) -> object:
         raise TopologyFileError(f"topology file {path} must be a .py file")
     file = file.resolve()
     name = module_name_for(file)
+    from stormpy.streamparse_compat import install_aliases
+
+    install_aliases()   # `import streamparse` / `pystorm` in user code: stormpy's modules
     directory = str(file.parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)
@@ -70,14 +73,17 @@ def _user_frame(exc: BaseException, filename: str) -> str:
     return line
 
 
+def _is_user_topology(obj: object) -> bool:
+    """A Topology subclass the user wrote (not a base class such as TridentTopology)."""
+    return (isinstance(obj, type) and issubclass(obj, Topology) and obj is not Topology
+            and not obj.__dict__.get("_base_topology_class", False))
+
+
 def find_topology_class(module: object, path: str | Path) -> type[Topology]:
     name = getattr(module, "__name__", "")
-    found = [obj for obj in vars(module).values()
-             if isinstance(obj, type) and issubclass(obj, Topology) and obj is not Topology
-             and obj.__module__ == name]
+    found = [obj for obj in vars(module).values() if _is_user_topology(obj) and obj.__module__ == name]
     if not found:
-        found = [obj for obj in vars(module).values()
-                 if isinstance(obj, type) and issubclass(obj, Topology) and obj is not Topology]
+        found = [obj for obj in vars(module).values() if _is_user_topology(obj)]
     if not found:
         raise TopologyFileError(f"{path} defines no Topology subclass (class MyTopology(Topology): ...)")
     if len(found) > 1:

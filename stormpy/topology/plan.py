@@ -99,6 +99,16 @@ def acker_count(conf: Mapping[str, Any]) -> int:
     return int(ackers)
 
 
+def component_code(obj: Any, kind: str) -> tuple[str, bytes | None]:
+    """(class name, pickled instance or None) that runs a ComponentObject: a PythonObject as
+    compiled; a ShellComponent natively (``streamparse_run pkg.mod.Class``) or via multilang."""
+    if obj.python_object is not None:
+        return obj.python_object.class_name, obj.python_object.serialized or None
+    from stormpy.multilang.components import runner_for
+
+    return runner_for(obj.shell, kind)
+
+
 def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: str,
                component_executors: Mapping[str, int] | None = None) -> TopologyPlan:
     """The TopologyPlan of a (validated) topology; ``component_executors`` overrides parallelism."""
@@ -111,13 +121,14 @@ def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: s
         obj = spec.spout_object if kind == "spout" else spec.bolt_object
         par = int(common.parallelism_hint or 1)
         num_tasks = int(comp_conf.get("topology.tasks") or par)
+        class_name, serialized = component_code(obj, kind)
         plans[cid] = ComponentPlan(
-            id=cid, kind=kind, class_name=obj.python_object.class_name, tasks=[],
+            id=cid, kind=kind, class_name=class_name, tasks=[],
             streams={sid: StreamDef(tuple(s.output_fields), bool(s.direct)) for sid, s in (common.streams or {}).items()},
             inputs={(g.componentId, g.streamId): grouping for g, grouping in (common.inputs or {}).items()},
             conf=full_conf.merged(comp_conf) if comp_conf else full_conf,
             parallelism=min(overrides.get(cid, par), num_tasks),
-            serialized=obj.python_object.serialized or None,
+            serialized=serialized,
             is_system=is_system_id(cid), is_framework=is_framework_id(cid),
         )
         plans[cid].tasks = [0] * num_tasks  # numbered below

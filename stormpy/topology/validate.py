@@ -14,6 +14,7 @@ from stormpy import config as cfg
 from stormpy.config import ConfigError
 from stormpy.streams import is_system_id
 from stormpy.thrift import storm
+from stormpy.windowing.windows import check_window_conf
 
 # Storm's Utils.DISALLOWED_TOPOLOGY_NAME_STRS; '/' would also break ZooKeeper paths.
 DISALLOWED_NAME_CHARS = ("/", ".", ":", "\\")
@@ -141,8 +142,15 @@ def _check_component(cid: str, kind: str, spec: Any) -> None:
     if "/" in cid:
         raise invalid(f"component id {cid!r} must not contain '/'")
     obj = component_object(kind, spec)
+    if obj is not None and obj.serialized_java is not None:
+        raise invalid(f"component {cid!r} is a serialized Java object: JVM components cannot run in a "
+                      "stormpy worker")
+    shell = getattr(obj, "shell", None) if obj is not None else None
     py = getattr(obj, "python_object", None) if obj is not None else None
-    if py is None or ":" not in (py.class_name or ""):
+    if shell is not None:
+        if not shell.execution_command:
+            raise invalid(f"component {cid!r} is a ShellComponent without execution_command")
+    elif py is None or ":" not in (py.class_name or ""):
         raise invalid(f"component {cid!r} must name its Python class as 'module:Class'")
     common = spec.common
     if common is None:
@@ -214,6 +222,9 @@ def _check_conf(conf: Mapping[str, Any], comps: dict[str, tuple[str, Any]]) -> N
         topology_secs = None
     for cid, (_kind, spec) in comps.items():
         comp_conf = parse_json_conf(spec.common.json_conf, f"config of component {cid!r}")
+        window_problem = check_window_conf(comp_conf, timeout, conf.get("topology.max.spout.pending"))
+        if window_problem:
+            raise invalid(f"component {cid!r}: {window_problem}")
         batch_secs = comp_conf.get("spark.sink.batch.secs", topology_secs)
         if batch_secs is not None and float(batch_secs) > float(timeout):
             raise invalid(f"component {cid!r}: spark.sink.batch.secs ({batch_secs}) is larger than "

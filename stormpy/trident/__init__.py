@@ -1,1 +1,32 @@
-"""Trident: exactly-once batch processing on stormpy (see DESIGN.md section 7)."""
+"""stormpy.trident: exactly-once, batch-at-a-time stream processing (DESIGN 7.1 names).
+
+Everything a Trident topology file imports lives here. ``SparkState`` is resolved on first use
+so that importing Trident does not import PySpark.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from stormpy.trident.memory_state import MemoryMapState
+from stormpy.trident.operations import (Aggregator, CombinerAggregator, Count, Filter, Function, MapGet,
+                                        QueryFunction, ReducerAggregator, Sum, TridentTuple)
+from stormpy.trident.redis_state import RedisMapState
+from stormpy.trident.spouts import BatchSpout, OpaquePartitionedSpout, PartitionedSpout
+from stormpy.trident.sqlite_state import SqliteMapState
+from stormpy.trident.state import BackingMap, MapState, State, StateFactory, StateUpdater, map_state_factory
+from stormpy.trident.topology import GroupedStream, Stream, TridentState, TridentTopology
+
+__all__ = ["TridentTopology", "Stream", "GroupedStream", "TridentState", "BatchSpout", "PartitionedSpout",
+           "OpaquePartitionedSpout", "Function", "Filter", "CombinerAggregator", "ReducerAggregator",
+           "Aggregator", "Count", "Sum", "MapGet", "QueryFunction", "TridentTuple", "State", "StateFactory",
+           "StateUpdater", "BackingMap", "MapState", "map_state_factory", "MemoryMapState", "SqliteMapState",
+           "RedisMapState", "SparkState"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SparkState":
+        value = importlib.import_module("stormpy.trident.spark_state").SparkState
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'stormpy.trident' has no attribute {name!r}")

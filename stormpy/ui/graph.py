@@ -3,11 +3,13 @@
 ``visualization(info, topology, window)`` returns Storm UI's shape (``core.clj``
 ``visualization-data``): component id -> ``{":type", ":capacity", ":latency", ":transferred",
 ":stats": [{":host", ":port", ":uptime_secs", ":transferred": {stream: n}}], ":link",
-":inputs": [{":component", ":stream", ":sani-stream", ":grouping"}]}``.
+":inputs": [{":component", ":stream", ":sani-stream", ":grouping"}]}``, plus stormpy's
+``":backpressure"`` (bool), ``":receive-pct-full"`` and ``":backpressure-source"`` (see ``backpressure``).
 
 The page (``/topology_graph.html?id=<id>``) is an inline SVG drawn by ``/static/graph.js``
 (vanilla JS, no CDN: the UI works offline): components in columns by their distance from a
-spout, node size and colour from capacity (green idle -> red saturated), edges labelled with
+spout, node size and colour from capacity (green idle -> red saturated), a purple ring and a
+bigger node for backpressure, edges labelled with
 the tuples/s each stream carried between two polls. It polls the visualization API every few
 seconds. Pure; called from the UI's request threads.
 """
@@ -48,6 +50,26 @@ def _inputs(spec: Any, include_sys: bool) -> list[dict[str, str]]:
     return rows
 
 
+BACKPRESSURE_CAPACITY = 0.8
+
+
+def backpressure(executors: list[Any], capacity: float) -> dict[str, Any]:
+    """Whether a component is the cause of backpressure, from what its executors' heartbeats carry.
+
+    Workers publish per executor ``__backpressure`` (1 while its receive queue is over the
+    high watermark, which is what throttles the spouts) and ``__receive.pct_full`` (executor
+    metrics, see ``task.executor.ReceiveQueueMetrics``). A component is under backpressure when
+    any of its executors says so. Workers that publish neither (older ones) fall back to Storm's
+    rule of thumb: ``capacity`` (the window's) above 0.8; ``source`` says which rule was used."""
+    published = [ex.stats.metrics for ex in executors
+                 if ex.stats is not None and ex.stats.metrics and "__backpressure" in ex.stats.metrics]
+    if published:
+        return {"backpressure": any(m["__backpressure"] >= 1 for m in published),
+                "pct_full": round(max(float(m.get("__receive.pct_full", 0.0)) for m in published), 2),
+                "source": "receive-queue"}
+    return {"backpressure": capacity > BACKPRESSURE_CAPACITY, "pct_full": None, "source": "capacity"}
+
+
 def visualization(info: Any, topology: Any | None, window: str, include_sys: bool = False) -> dict[str, Any]:
     """``/api/v1/topology/<id>/visualization`` in Storm's JSON shape."""
     specs: dict[str, Any] = {}
@@ -62,6 +84,7 @@ def visualization(info: Any, topology: Any | None, window: str, include_sys: boo
         latency = totals.complete_weighted / totals.complete_count if comp.kind == "spout" and totals.complete_count \
             else (totals.process_weighted / totals.process_count if totals.process_count else 0.0)
         stats = []
+        pressure = backpressure(comp.executors, totals.capacity)
         for ex in comp.executors:
             per_stream = {s: int(n) for s, n in ((ex.stats.transferred or {}).get(window) or {}).items()
                           if include_sys or not is_system_id(s)} if ex.stats else {}
@@ -76,6 +99,9 @@ def visualization(info: Any, topology: Any | None, window: str, include_sys: boo
             ":acked": totals.acked,
             ":failed": totals.failed,
             ":executors": comp.num_executors,
+            ":backpressure": pressure["backpressure"],
+            ":receive-pct-full": pressure["pct_full"],
+            ":backpressure-source": pressure["source"],
             ":stats": stats,
             ":link": "/component.html?" + urlencode({"topology_id": info.id, "id": comp.id}),
             ":inputs": _inputs(specs[comp.id], include_sys) if comp.id in specs else [],
@@ -86,8 +112,12 @@ def visualization(info: Any, topology: Any | None, window: str, include_sys: boo
 def render_graph_page(topology_id: str, name: str) -> str:
     """The graph page: an empty SVG that ``graph.js`` fills from the visualization API."""
     content = Html(
-        f'<p>{link(topology_href(topology_id), "Back to the topology page")} · nodes: size and colour = capacity '
-        '(green idle, red saturated; spouts are squares) · edges: tuples/s per stream between polls</p>'
+        f'<p>{link(topology_href(topology_id), "Back to the topology page")}</p>'
+        '<p class="legend">Nodes: size and colour = capacity (green idle, red saturated; spouts are squares); '
+        'a thick purple ring, a bigger node and "BACKPRESSURE" = an executor\'s receive queue is over its '
+        'high watermark at the last heartbeat (the workers\' <code>__backpressure</code> metric; for workers '
+        'that do not publish it, capacity above 0.8), with how full the queue is. '
+        'Edges: tuples/s per stream between polls. Redrawn every few seconds.</p>'
         f'<div id="graph" data-topology-id="{esc(topology_id)}" data-poll-ms="{POLL_MS}">'
         '<svg id="graph-svg" xmlns="http://www.w3.org/2000/svg" width="960" height="480" role="img" '
         f'aria-label="topology {esc(name)} graph"></svg></div><p id="graph-status"></p>'
@@ -183,13 +213,18 @@ GRAPH_JS = r"""
     });
     Object.keys(data).sort().forEach(function (n) {
       var c = data[n], p = pos[n], cap = c[":capacity"] || 0, r = 22 + Math.round(16 * Math.min(1, cap));
-      var g = el("g", {"class": "node", "data-component": n});
+      var bp = !!c[":backpressure"], full = c[":receive-pct-full"];
+      // Backpressure grows the node and rings it in purple, whatever its capacity says.
+      if (bp) { r = Math.max(r, 40); }
+      var stroke = bp ? "#7b2cbf" : "#222", width = bp ? "6" : "1";
+      var g = el("g", {"class": "node" + (bp ? " backpressure" : ""), "data-component": n,
+                       "data-backpressure": bp ? "1" : "0"});
       var a = el("a", {href: c[":link"]});
       if (c[":type"] === "spout") {
         a.appendChild(el("rect", {x: p.x - r, y: p.y - r, width: 2 * r, height: 2 * r, rx: 6, fill: color(cap),
-                                  stroke: "#222"}));
+                                  stroke: stroke, "stroke-width": width}));
       } else {
-        a.appendChild(el("circle", {cx: p.x, cy: p.y, r: r, fill: color(cap), stroke: "#222"}));
+        a.appendChild(el("circle", {cx: p.x, cy: p.y, r: r, fill: color(cap), stroke: stroke, "stroke-width": width}));
       }
       a.appendChild(el("text", {x: p.x, y: p.y - r - 8, "text-anchor": "middle", "font-size": "14",
                                 "font-weight": "bold", fill: "#1d3557"}, n));
@@ -197,6 +232,12 @@ GRAPH_JS = r"""
       g.appendChild(el("text", {x: p.x, y: p.y + r + 14, "text-anchor": "middle", "font-size": "11", fill: "#333"},
                        c[":type"] + " ×" + c[":executors"] + " · capacity " + cap.toFixed(3) +
                        (c[":type"] === "spout" ? " · acked " + c[":acked"] : " · " + c[":latency"] + " ms")));
+      if (bp || (full !== null && full !== undefined)) {
+        g.appendChild(el("text", {x: p.x, y: p.y + r + 27, "text-anchor": "middle", "font-size": "11",
+                                  fill: bp ? "#7b2cbf" : "#555", "font-weight": bp ? "bold" : "normal"},
+                         (bp ? "BACKPRESSURE · " : "") + (full !== null && full !== undefined ?
+                           "receive queue " + full + "% full" : "capacity > 0.8")));
+      }
       svg.appendChild(g);
     });
     previous = {time: now, sent: sent};

@@ -14,8 +14,9 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
+from stormpy.ui.charts import charts_markup
 from stormpy.ui.stats import WINDOWS, window_hint
 
 
@@ -44,6 +45,11 @@ def topology_href(topology_id: str, window: str | None = None) -> str:
 def component_href(topology_id: str, component_id: str, window: str | None = None) -> str:
     query = {"topology_id": topology_id, "id": component_id, **({"window": window} if window else {})}
     return "/component.html?" + urlencode(query)
+
+
+def timeseries_href(topology_id: str, component_id: str | None = None) -> str:
+    path = "/api/v1/topology/" + quote(topology_id, safe="")
+    return path + ("/component/" + quote(component_id, safe="") if component_id is not None else "") + "/timeseries"
 
 
 def graph_href(topology_id: str) -> str:
@@ -179,6 +185,7 @@ def render_topology(doc: Mapping[str, Any]) -> str:
         [[doc["name"], tid, doc["status"], doc["uptime"], doc["workersTotal"], doc["executorsTotal"],
           doc["tasksTotal"], f'{doc["msgTimeout"]} s' if doc.get("msgTimeout") is not None else ""]]))]
     parts.append(section("Topology Visualization", link(graph_href(tid), "Show the topology graph")))
+    parts.append(section("Last Hour", Html(charts_markup(timeseries_href(tid), "Complete latency (ms)"))))
     parts.append(section("Topology Actions", _actions(doc)))
     parts.append(section("Topology Stats", table(
         ["Window", "Emitted", "Transferred", "Complete latency (ms)", "Acked", "Failed"],
@@ -230,6 +237,8 @@ def render_component(doc: Mapping[str, Any]) -> str:
             [[link(component_href(tid, cid, s["window"]), s["windowPretty"]), s["emitted"], s["transferred"],
               s["executeLatency"], s["executed"], s["processLatency"], s["acked"], s["failed"]]
              for s in doc["boltStats"]])))
+    parts.append(section("Last Hour", Html(charts_markup(
+        timeseries_href(tid, cid), "Complete latency (ms)" if is_spout else "Process latency (ms)"))))
     parts.append(_window_links(lambda w: component_href(tid, cid, w), window))
     if not is_spout:
         parts.append(section(f'Input Stats ({doc["windowHint"]})', table(
@@ -248,6 +257,11 @@ def render_component(doc: Mapping[str, Any]) -> str:
          + ([e["completeLatency"], e["acked"], e["failed"]] if is_spout else
             [e["capacity"], e["executeLatency"], e["executed"], e["processLatency"], e["acked"], e["failed"]])
          for e in doc["executorStats"]], empty="No executors assigned")))
+    metric_rows = [[e["id"], name, f"{value:,.1f}" if isinstance(value, float) and not value.is_integer() else
+                    f"{value:,.0f}"] for e in doc["executorStats"] for name, value in e.get("metrics", {}).items()]
+    if metric_rows:
+        parts.append(section("Metrics (task metrics, all time; __receive.* and __backpressure at the last heartbeat)",
+                             table(["Executor", "Metric", "Value"], metric_rows)))
     parts.append(_errors_section({cid: doc["componentErrors"]}))
     return page(f"Component {cid}", "".join(parts))
 
@@ -274,6 +288,13 @@ pre { margin: 0; white-space: pre-wrap; max-width: 70em; font-size: 0.85em; }
 .actions form { display: inline-block; margin: 0 1em 0.5em 0; }
 button.danger { color: #fff; background: #b00020; border: 1px solid #800018; }
 .windows { margin: 0.3em 0; }
+.charts { display: flex; flex-wrap: wrap; gap: 0.5em 1.5em; }
+figure.chart { margin: 0; }
+figure.chart figcaption { font-size: 0.85em; color: #333; }
+.chart-value { color: #1d3557; font-weight: bold; }
+svg.sparkline { border: 1px solid #ddd; background: #fbfcfe; display: block; }
+.charts-status { font-size: 0.8em; color: #555; }
+.charts-status.error { color: #b00020; }
 """
 
 JS = """

@@ -4,8 +4,9 @@ Every request opens its own short Nimbus connection (``stormpy.client.nimbus_cli
 so a restarted or moved Nimbus is picked up on the next request and a Nimbus that is down costs
 one failed request (503 with a message saying where we looked), never the UI itself.
 
-Threads: ``ThreadingHTTPServer`` runs each request on its own daemon thread; ``UIApp`` keeps no
-mutable state, so handlers need no locks. ``run_ui`` serves from a background thread while the
+Threads: ``ThreadingHTTPServer`` runs each request on its own daemon thread; ``UIApp``'s only
+mutable state is the charts' ``History`` (which locks itself), fed by the requests and by the
+``Sampler`` thread that ``run_ui`` starts and ``UIServer.server_close`` stops. ``run_ui`` serves from a background thread while the
 main thread waits for SIGTERM/SIGINT, because ``server.shutdown()`` blocks until
 ``serve_forever`` returns and so cannot be called from the thread that runs it.
 """
@@ -32,13 +33,14 @@ from thriftpy2.transport import TTransportException
 
 import stormpy
 from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_AUTH_ENABLE, UI_HOST,
-                            UI_PORT, UI_USERS_FILE, Config, redacted)
+                            UI_PORT, UI_TIMESERIES_SAMPLE_SECS, UI_USERS_FILE, Config, redacted)
 from stormpy.daemon_guard import local_dir_lock
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.signals import StopOnSignals
 from stormpy.thrift import storm
-from stormpy.ui import api, graph, metrics, pages
+from stormpy.ui import api, charts, graph, metrics, pages
+from stormpy.ui.history import History, Sampler
 
 log = logging.getLogger(__name__)
 
@@ -116,11 +118,11 @@ class UIApp:
     """Routes a request to its handler and maps failures to Storm's JSON errors or an HTML page.
 
     ``connect(conf)`` yields a Nimbus client; tests pass a fake one. ``clock`` gives epoch seconds
-    for "error N seconds ago".
+    for "error N seconds ago". ``history`` keeps the charts' samples (a fresh one by default).
     """
 
     def __init__(self, conf: Config, connect: Connect | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, history: History | None = None) -> None:
         self.conf = conf
         self._connect = connect or _default_connect
         self._clock = clock
@@ -128,6 +130,9 @@ class UIApp:
         # UI process, so tokens from an earlier run stop working.
         self._csrf_key = secrets.token_bytes(32)
         self._logins = _load_logins(conf) if conf.get(UI_AUTH_ENABLE) else None
+        self.history = history if history is not None else History()
+        self.sampler = Sampler(self.history, lambda: self._connect(self.conf),
+                               float(conf[UI_TIMESERIES_SAMPLE_SECS]))
         topo = r"/api/v1/topology/(?P<id>[^/]+)"
         table: list[tuple[str, str, Callable[[Request], Any], str]] = [
             ("GET", r"/api/v1/cluster/summary", self.on_cluster_summary, "api"),
@@ -138,6 +143,8 @@ class UIApp:
             ("GET", topo, self.on_topology, "api"),
             ("GET", topo + r"/component/(?P<component>[^/]+)", self.on_component, "api"),
             ("GET", topo + r"/visualization", self.on_visualization, "api"),
+            ("GET", topo + r"/timeseries", self.on_timeseries, "api"),
+            ("GET", topo + r"/component/(?P<component>[^/]+)/timeseries", self.on_component_timeseries, "api"),
             ("POST", topo + r"/activate", self.on_activate, "api"),
             ("POST", topo + r"/deactivate", self.on_deactivate, "api"),
             ("POST", topo + r"/rebalance/(?P<wait>[^/]+)", self.on_rebalance, "api"),
@@ -311,9 +318,10 @@ class UIApp:
     def topology_doc(self, topology_id: str, query: Mapping[str, str], logged_in: bool = True) -> dict[str, Any]:
         window = api.check_window(query.get("window"))
         with self.nimbus() as client:
-            info = client.getTopologyInfo(topology_id)
+            info = self._topology_info(client, topology_id)
             topology = client.getTopology(topology_id)
             conf_json = client.getTopologyConf(topology_id)
+        self.history.record(info, topology)
         doc = api.topology_page(info, topology, conf_json, window, self._now(), self._include_sys(query))
         doc["antiForgeryToken"] = self.csrf_token(info.id)
         if self._logins is not None and not logged_in:
@@ -325,8 +333,9 @@ class UIApp:
     def component_doc(self, topology_id: str, component_id: str, query: Mapping[str, str]) -> dict[str, Any]:
         window = api.check_window(query.get("window"))
         with self.nimbus() as client:
-            info = client.getTopologyInfo(topology_id)
+            info = self._topology_info(client, topology_id)
             topology = client.getTopology(topology_id)
+        self.history.record(info, topology)
         return api.component_page(info, topology, component_id, window, self._now(), self._include_sys(query))
 
     def on_topology(self, req: Request) -> dict[str, Any]:
@@ -338,9 +347,37 @@ class UIApp:
     def on_visualization(self, req: Request) -> dict[str, Any]:
         window = api.check_window(req.query.get("window"))
         with self.nimbus() as client:
-            info = client.getTopologyInfo(req.params["id"])
+            info = self._topology_info(client, req.params["id"])
             topology = client.getTopology(req.params["id"])
+        self.history.record(info, topology)
         return graph.visualization(info, topology, window, self._include_sys(req.query))
+
+    def _topology_info(self, client: Any, topology_id: str) -> Any:
+        """getTopologyInfo; a topology Nimbus calls not alive leaves the charts' history too."""
+        try:
+            return client.getTopologyInfo(topology_id)
+        except storm.NotAliveException:
+            self.history.forget(topology_id)
+            raise
+
+    def _timeseries(self, topology_id: str, component_id: str | None) -> dict[str, Any]:
+        # Sample now (if the last sample is old enough), so the series ends at this request.
+        with self.nimbus() as client:
+            info = self._topology_info(client, topology_id)
+            running = {ex.component_id for ex in info.executors or []}
+            if component_id is not None and component_id not in running:
+                # Not running yet (no assignment) is an empty series; not declared at all is a 404.
+                topology = client.getTopology(topology_id)
+                if component_id not in {**(topology.spouts or {}), **(topology.bolts or {})}:
+                    raise api.not_found(f"topology {topology_id} has no component {component_id!r}")
+        self.history.record(info)
+        return self.history.series(topology_id, component_id)
+
+    def on_timeseries(self, req: Request) -> dict[str, Any]:
+        return self._timeseries(req.params["id"], None)
+
+    def on_component_timeseries(self, req: Request) -> dict[str, Any]:
+        return self._timeseries(req.params["id"], req.params["component"])
 
     def on_metrics(self, req: Request) -> Response:
         with self.nimbus() as client:
@@ -411,9 +448,10 @@ class UIApp:
         return Response(200, "image/svg+xml", pages.FAVICON.encode(), {"Cache-Control": "max-age=86400"})
 
     def on_static(self, req: Request) -> Response:
-        asset = pages.STATIC.get(req.params["name"]) or graph.STATIC.get(req.params["name"])
+        name = req.params["name"]
+        asset = pages.STATIC.get(name) or graph.STATIC.get(name) or charts.STATIC.get(name)
         if asset is None:
-            raise api.not_found(f"no static file {req.params['name']!r}")
+            raise api.not_found(f"no static file {name!r}")
         content_type, text = asset
         return Response(200, content_type, text.encode(), {"Cache-Control": "max-age=300"})
 
@@ -477,6 +515,11 @@ class UIServer(ThreadingHTTPServer):
     def port(self) -> int:
         return int(self.server_address[1])
 
+    def server_close(self) -> None:
+        """Close the socket and stop the charts' sampler (if it was started)."""
+        self.app.sampler.stop(reason="ui server closing")
+        super().server_close()
+
 
 def make_server(conf: Config, host: str, port: int, connect: Connect | None = None) -> UIServer:
     """A bound (not yet serving) UI server; port 0 picks a free port (``server.port``).
@@ -500,6 +543,7 @@ def _run_ui(conf: Config) -> int:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
                               name="ui-http", daemon=True)
     thread.start()
+    server.app.sampler.start()
     log.info("UI serving on http://%s:%d/ (Nimbus at %s, log %s)", host, server.port,
              server.app.nimbus_address(), log_path)
     with StopOnSignals(who="ui") as signals:

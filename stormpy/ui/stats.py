@@ -323,5 +323,7 @@ def executor_stats(comp: ComponentInfo, window: str, include_sys: bool) -> list[
         info = ex.executor_info
         rows.append({"id": f"[{info.task_start}-{info.task_end}]", "host": ex.host, "port": ex.port,
                      "uptime": pretty_uptime(ex.uptime_secs), "uptimeSeconds": ex.uptime_secs,
+                     # the tasks' own metrics (all time): Trident's txid, batches, batch latency
+                     "metrics": dict(sorted((ex.stats.metrics or {}).items())) if ex.stats is not None else {},
                      **render(add_executor(Totals(), ex, window, include_sys))})
     return rows

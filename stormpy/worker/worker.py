@@ -109,7 +109,8 @@ class Worker:
         self._start_local_heartbeat()
         self.plan = self._load_plan()
         self.reporter = ErrorReporter(self._write_error, self.host, self.port).start()
-        self.transfer = ZmqTransfer(self.host, self.port, report_error=self._transfer_error,
+        self.transfer = ZmqTransfer(self.host, self.port, bind_host=C.local_bind_host(self.conf, "*"),
+                                    report_error=self._transfer_error,
                                     max_message_bytes=int(self.plan.conf.get(
                                         C.STORM_MESSAGING_MAX_MESSAGE_BYTES.name)
                                         or C.STORM_MESSAGING_MAX_MESSAGE_BYTES.default),
@@ -267,11 +268,15 @@ def code_paths(local_dir: str, topology_id: str) -> list[Path]:
     ``stormpy submit`` archives the topology file's directory with paths relative to it, so the
     unzipped ``code/`` is what was on ``sys.path`` at submit time and ``module:Class`` names
     resolve the same way. An archive made by other tools may wrap everything in one top-level
-    directory; then that directory is used.
+    directory; then that directory is used. A JAR (``META-INF/`` and ``resources/``, what
+    streamparse uploads) has its Python code in ``resources/``.
     """
     code = disk_layout.code_dir(local_dir, topology_id)
     if not code.is_dir():
         return []
+    if (code / "resources").is_dir() and (code / "META-INF").is_dir():
+        # A JAR as streamparse's `sparse submit` builds it: the Python code is in resources/.
+        return [code / "resources", code]
     entries = [p for p in code.iterdir() if p.name != "__pycache__"]
     if len(entries) == 1 and entries[0].is_dir() and not any(code.glob("*.py")):
         return [entries[0]]

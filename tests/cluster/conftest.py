@@ -12,11 +12,13 @@ from process_cluster import ProcessCluster
 def process_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     """ZooKeeper + Nimbus + 2 supervisors x 3 ports as real processes, shared by one test module.
 
-    A module may set ``CLUSTER_SUPERVISORS``, ``CLUSTER_PORTS`` and ``CLUSTER_CONF``.
+    A module may set ``CLUSTER_SUPERVISORS``, ``CLUSTER_PORTS``, ``CLUSTER_CONF`` and
+    ``CLUSTER_NIMBUSES`` (several Nimbus daemons, all in ``nimbus.seeds``).
     """
     module = request.module
     cluster = ProcessCluster(tmp_path_factory.mktemp("cluster"), getattr(module, "CLUSTER_SUPERVISORS", 2),
-                             getattr(module, "CLUSTER_PORTS", 3), getattr(module, "CLUSTER_CONF", None))
+                             getattr(module, "CLUSTER_PORTS", 3), getattr(module, "CLUSTER_CONF", None),
+                             getattr(module, "CLUSTER_NIMBUSES", 1))
     failed = False
     try:
         cluster.start()

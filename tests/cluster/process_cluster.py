@@ -30,7 +30,7 @@ from typing import Any
 
 import psutil
 
-from stormpy.testing import DaemonProcess, free_port, wait_until
+from stormpy.testing import DaemonProcess, free_port, wait_for_leader, wait_until
 from stormpy.testing.processes import log_tail
 from stormpy.testing.zookeeper import four_letter_word
 
@@ -68,7 +68,7 @@ class ProcessCluster:
     """The running cluster; tests use its helpers and public fault hooks (``kill_*``)."""
 
     def __init__(self, base: Path, num_supervisors: int, ports_per_supervisor: int,
-                 extra_conf: dict[str, Any] | None = None) -> None:
+                 extra_conf: dict[str, Any] | None = None, num_nimbuses: int = 1) -> None:
         self.base = base
         self.log_dir = base / "daemon-logs"
         self.conf: dict[str, Any] = {}
@@ -76,6 +76,9 @@ class ProcessCluster:
         self.nimbus: DaemonProcess | None = None
         self.ui: DaemonProcess | None = None
         self.supervisors: list[DaemonProcess] = []
+        self.num_nimbuses = num_nimbuses
+        self.nimbus_ports: list[int] = []
+        self.nimbuses: list[DaemonProcess | None] = [None] * num_nimbuses
         self.num_supervisors = num_supervisors
         self.ports_per_supervisor = ports_per_supervisor
         self.extra_conf = dict(extra_conf or {})
@@ -83,15 +86,20 @@ class ProcessCluster:
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> "ProcessCluster":
+        self.nimbus_ports = [free_port() for _ in range(self.num_nimbuses)]
         self.conf = {"storm.zookeeper.servers": ["127.0.0.1"], "storm.zookeeper.port": free_port(),
                      "storm.zookeeper.root": "/storm", "dev.zookeeper.path": str(self.base / "zookeeper"),
                      **FAST_TIMINGS, **self.extra_conf,
-                     "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": free_port(), "ui.port": free_port(),
+                     "nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": self.nimbus_ports[0], "ui.port": free_port(),
                      "ui.host": "127.0.0.1",
                      "storm.local.dir": str(self.base / "nimbus-local"),
                      "storm.log.dir": str(self.base / "nimbus-logs")}
+        if self.num_nimbuses > 1:   # several Nimbus daemons: clients find the leader through the seeds
+            self.conf["nimbus.seeds"] = [f"127.0.0.1:{port}" for port in self.nimbus_ports]
         self.start_zookeeper()
         self.start_nimbus()
+        for i in range(1, self.num_nimbuses):
+            self.start_nimbus(i, wait_leader=False)
         for i in range(self.num_supervisors):
             self.add_supervisor(i)
         self.ui = self.daemon("ui", self.conf, "ui").start()
@@ -122,12 +130,29 @@ class ProcessCluster:
         # dev-zookeeper exits once its server is gone; then start() can run it again
         wait_until(lambda: not self.zookeeper.is_alive(), 30, "dev-zookeeper to notice its server died")
 
-    def start_nimbus(self) -> DaemonProcess:
-        if self.nimbus is None:
-            self.nimbus = self.daemon("nimbus", self.conf, "nimbus")
-        self.nimbus.start()
-        self.nimbus.wait_for_port(self.conf["nimbus.thrift.port"], timeout=60)
-        return self.nimbus
+    def nimbus_conf(self, index: int) -> dict[str, Any]:
+        if index == 0:
+            return self.conf
+        return {**self.conf, "nimbus.thrift.port": self.nimbus_ports[index],
+                "storm.local.dir": str(self.base / f"nimbus-{index}-local"),
+                "storm.log.dir": str(self.base / f"nimbus-{index}-logs")}
+
+    def nimbus_host_port(self, index: int) -> str:
+        return f"127.0.0.1:{self.nimbus_ports[index]}"
+
+    def start_nimbus(self, index: int = 0, wait_leader: bool = True) -> DaemonProcess:
+        """Start (again) Nimbus ``index``; with ``wait_leader``, wait until some Nimbus leads."""
+        proc = self.nimbuses[index]
+        if proc is None:
+            proc = self.nimbuses[index] = self.daemon("nimbus", self.nimbus_conf(index),
+                                                      "nimbus" if index == 0 else f"nimbus-{index}")
+        if index == 0:
+            self.nimbus = proc
+        proc.start()
+        proc.wait_for_port(self.nimbus_ports[index], timeout=60)
+        if wait_leader:
+            wait_for_leader(self.conf, 60)
+        return proc
 
     def supervisor_conf(self, index: int) -> dict[str, Any]:
         return {**self.conf, "storm.local.dir": str(self.base / f"supervisor-{index}" / "local"),

@@ -35,6 +35,7 @@ CLUSTER_SUPERVISORS = 2
 CLUSTER_PORTS = 2
 CLUSTER_CONF = {"logviewer.cleanup.interval.secs": 1, "logviewer.cleanup.age.mins": 0}
 SCREENSHOT = Path(os.environ.get("STORMPY_SCREENSHOT_DIR", "/tmp")) / "stormpy-topology-graph.png"
+CHARTS_SCREENSHOT = SCREENSHOT.with_name("stormpy-topology-charts.png")
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +174,21 @@ def test_visualization_api_has_storms_shape(cluster, ops):
     assert [(i[":component"], i[":grouping"]) for i in doc["count"][":inputs"]] == [("split", "fields")]
     assert doc["sentences"][":stats"] and {":host", ":port", ":uptime_secs", ":transferred"} <= set(
         doc["sentences"][":stats"][0])
+    # the workers publish their receive queues, so backpressure comes from them, not from capacity
+    for component in ("sentences", "split", "count"):
+        assert doc[component][":backpressure-source"] == "receive-queue", doc[component]
+        assert isinstance(doc[component][":backpressure"], bool) and doc[component][":receive-pct-full"] >= 0
+
+
+def test_timeseries_api_shows_moving_rates(cluster, ops):
+    def series(path: str) -> dict[str, Any]:
+        return json.loads(http_get(ui_url(cluster, f"/api/v1/topology/{ops['id']}{path}/timeseries"))[1])
+
+    wait_until(lambda: sum(series("")["emitted"][-3:]) > 0, 60, "a positive emitted/s in the topology's time series")
+    doc = series("")
+    assert doc["samples"] >= 2 and len(doc["time"]) == doc["samples"] - 1 and doc["latencyKind"] == "complete"
+    wait_until(lambda: sum(series("/component/split")["acked"][-3:]) > 0, 60, "split's acked/s in its time series")
+    assert series("/component/split")["type"] == "bolt"
 
 
 def test_rebalance_is_shown_in_the_topology_config(cluster, ops):
@@ -230,12 +246,21 @@ def test_browser_cluster_and_topology_pages(cluster, ops, page):
     for component in ("sentences", "split", "count"):
         assert component in text
     assert page.locator("a", has_text="Show the topology graph").count() == 1
+    # the last hour's charts: a drawn line (two points at least) in each of the four sparklines
+    page.wait_for_function("() => { const f = [...document.querySelectorAll('div.charts figure')];"
+                           " return f.length === 4 && f.every(e => { const s = e.querySelector('svg.sparkline');"
+                           " return s.querySelector('path') && Number(s.dataset.points) >= 2; }); }",
+                           timeout=45000)
+    assert "samples over the last 60 min" in page.inner_text("p.charts-status")
+    page.locator("div.charts").screenshot(path=str(CHARTS_SCREENSHOT))
     assert page.console_errors == []
 
 
 def test_browser_component_page(cluster, ops, page):
     page.goto(ui_url(cluster, f"/component.html?topology_id={ops['id']}&id=count"))
     assert "count-boom" in page.inner_text("main")
+    page.wait_for_selector("figure[data-series='emitted'] svg.sparkline path", timeout=45000)
+    assert "Process latency (ms)" in page.inner_text("div.charts")
     assert page.console_errors == []
 
 

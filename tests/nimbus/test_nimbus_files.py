@@ -88,10 +88,14 @@ def test_download_path_tricks_are_refused(files: NimbusFiles, tmp_path: Path) ->
     secret.write_text("no")
     (code / "link.txt").symlink_to(secret)
     for bad in [str(secret), str(code / ".." / ".." / "secret.txt"), str(code / "link.txt"), str(code),
-                str(code / "missing"), "relative/stormconf.json", "/etc/passwd", "\x00"]:
+                str(code / "missing"), "relative/stormconf.json", "/etc/passwd", "\x00",
+                "t-1-1/link.txt", "t-1-1/../../secret.txt", "t-1-1", "../secret.txt"]:
         with pytest.raises(storm.IllegalStateException, match="cannot be downloaded"):
             files.begin_download(bad)
     assert files.begin_download(str(code / "stormconf.json"))
+    # "<topology-id>/<file>", relative to stormdist: how standbys and supervisors name code (HA).
+    relative = files.begin_download("t-1-1/stormconf.json")
+    assert files.download_chunk(relative) == b"{}"
 
 
 def test_idle_streams_expire(files: NimbusFiles) -> None:

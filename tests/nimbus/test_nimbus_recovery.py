@@ -13,13 +13,16 @@ import pytest
 
 from nimbus_helpers import FakeSupervisors, by_slot, call, client_for, simple_topology, submit
 from stormpy.cluster_state import ClusterState
-from stormpy.testing import DaemonProcess, wait_until
+from stormpy.testing import DaemonProcess, wait_for_leader, wait_until
 from stormpy.thrift import storm
 
 
 def start_nimbus(daemons: Any, conf: dict[str, Any]) -> DaemonProcess:
-    # A restarted Nimbus waits for its killed predecessor's session (4 s here) to release the lock.
-    return daemons.start("nimbus", conf, ready_port=conf["nimbus.thrift.port"], timeout=60)
+    # A restarted Nimbus serves as a standby until its killed predecessor's session (4 s here)
+    # releases the lock; leader-only calls need it to lead.
+    nimbus = daemons.start("nimbus", conf, ready_port=conf["nimbus.thrift.port"], timeout=60)
+    wait_for_leader(conf, 60)
+    return nimbus
 
 
 def stormdist(conf: dict[str, Any]) -> Path:

@@ -223,7 +223,8 @@ def test_a_spec_instance_must_be_of_the_spec_class() -> None:
 
 def test_an_unpicklable_instance_is_an_invalid_topology() -> None:
     class Unpicklable(Topology):
-        scale = Scale(threading.Lock()).spec()
+        numbers = CountSpout.spec()
+        scale = Scale(threading.Lock()).spec(inputs=[numbers])
 
     with pytest.raises(storm.InvalidTopologyException, match="cannot be pickled"):
         compile_topology(Unpicklable)

@@ -253,3 +253,9 @@ def test_backpressure_stops_the_spout_while_a_receiver_is_over_its_watermark(loc
     # calls and one batch per destination).
     assert peak <= 200 + 64 + 20 + 20, f"receive queue grew to {peak}"
     assert STATE["emitted_count"] - STATE["processed"] <= 200 + 64 + 40 + 20
+    # What the heartbeat carries to the UI: the receive queue and the backpressure flag.
+    waiter(lambda: slow.stats.metrics()["__backpressure"] == 1.0, 30, "slow's __backpressure metric to be 1")
+    metrics = slow.stats.metrics()
+    assert metrics["__receive.population"] >= 0 and 0 <= metrics["__receive.pct_full"] <= 200
+    spout = next(e for e in local.runtime.executors.values() if e.component_id == "spout")
+    assert spout.stats.metrics()["__backpressure"] == 0.0

@@ -197,3 +197,15 @@ def test_pages_escape_user_supplied_names_errors_and_config() -> None:
 def test_index_page_says_when_nimbus_is_unavailable() -> None:
     html = pages.render_index(None, None, None, None, unavailable="Nimbus is unreachable at h:1")
     assert "Nimbus is unreachable at h:1" in html and "<table" not in html
+
+
+def test_component_page_shows_the_executors_metrics_such_as_tridents() -> None:
+    info = topology_info()
+    info.executors[2].stats.metrics = {"trident.txid": 41.0, "trident.batches.committed": 40.0,
+                                       "trident.batch.latency.p50.ms": 12.5}
+    doc = api.component_page(info, storm_topology(), "count", ":all-time", NOW)
+    assert doc["executorStats"][0]["metrics"] == {"trident.batch.latency.p50.ms": 12.5,
+                                                  "trident.batches.committed": 40.0, "trident.txid": 41.0}
+    assert doc["executorStats"][1]["metrics"] == {}
+    html = pages.render_component(doc)
+    assert "trident.batches.committed" in html and "12.5" in html and ">41<" in html

@@ -1,0 +1,7 @@
+"""Spout classes at streamparse's/pystorm's module path (``streamparse.spout``, ``pystorm.spout``)."""
+from __future__ import annotations
+
+from stormpy.task.component import ReliableSpout, Spout
+from stormpy.topology.foreign import JavaSpout, ShellSpout
+
+__all__ = ["JavaSpout", "ReliableSpout", "ShellSpout", "Spout"]

@@ -1,0 +1,353 @@
+"""Running one fused processing group: the operations of a bolt, wired in-process.
+
+:class:`GroupSpec` is what a processing bolt ships (pickled): the group's nodes in topological
+order with their in-group children and exit streams, nothing of the rest of the graph.
+:class:`GroupRuntime` builds one processor per node and passes values between them with plain
+calls (no hop per ``each``). Tuples are lists of values; each processor knows the index of
+the fields it reads. Per-batch state (aggregations, buffered persists, queries, joins) is
+keyed by txid so several batches may be in flight in one task.
+
+Everything runs on the bolt's executor thread; user code raising propagates to the caller
+(the batch core), which fails the batch.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stormpy.trident import operations as ops
+from stormpy.trident.operations import TridentTuple
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class NodeSpec:
+    key: int
+    kind: str
+    fields: tuple[str, ...]
+    parent_fields: list[tuple[str, ...]]
+    spec: dict[str, Any]
+    children: list[tuple[int, int]] = field(default_factory=list)   # (node key, parent index)
+    exits: list[str] = field(default_factory=list)                  # streams to other groups
+    commit_phase: bool = False     # a persist or after one: finishes at $commit, not at completion
+
+
+@dataclass
+class GroupSpec:
+    id: str
+    nodes: list[NodeSpec]
+    entries: dict[str, list[tuple[int, int]]]   # input stream -> [(node key, parent index)]
+    spout_key: int | None = None
+    spout: Any = None
+    spout_kind: str | None = None
+    spout_stream: str = ""
+    defer_finish: bool = False                  # holds state: finishes batches at $commit
+
+
+class _Collector:
+    """What user operations emit through; ``prefix`` is prepended (input values or group key)."""
+
+    __slots__ = ("out", "batch", "prefix")
+
+    def __init__(self, out: Callable[[Any, list], None]) -> None:
+        self.out = out
+        self.batch: Any = None
+        self.prefix: list[Any] = []
+
+    def emit(self, values: Any) -> None:
+        self.out(self.batch, self.prefix + list(values))
+
+    def report_error(self, text: Any) -> None:
+        log.error("trident operation reported: %s", text)
+
+
+def _index(fields: tuple[str, ...]) -> dict[str, int]:
+    return {name: i for i, name in enumerate(fields)}
+
+
+class Processor:
+    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
+        self.node = node
+        self.out = out
+        fields = node.parent_fields[0] if node.parent_fields else ()
+        self.in_index = _index(fields)
+        inputs = node.spec.get("input_fields", ())
+        self.select = [self.in_index[f] for f in inputs] if inputs else []
+        self.sel_index = _index(tuple(inputs))
+        self.batches: dict[int, Any] = {}
+
+    def project(self, values: list) -> TridentTuple:
+        return TridentTuple([values[i] for i in self.select], self.sel_index)
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
+        """Prepare user objects; called once per task."""
+
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        raise NotImplementedError
+
+    def finish(self, batch: Any) -> None:
+        """The batch is complete: emit what was held (aggregates, queries, joins, states)."""
+
+    def discard(self, txid: int) -> None:
+        self.batches.pop(txid, None)
+
+    def cleanup(self) -> None:
+        """The task stops."""
+
+
+class EachProcessor(Processor):
+    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
+        super().__init__(node, out)
+        self.fn = ops.as_function(node.spec["op"])
+        self.collector = _Collector(out)
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
+        self.fn.prepare(conf, context)
+
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        collector = self.collector
+        collector.batch = batch
+        collector.prefix = values
+        self.fn.execute(self.project(values), collector)
+
+    def cleanup(self) -> None:
+        self.fn.cleanup()
+
+
+class FilterProcessor(Processor):
+    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
+        super().__init__(node, out)
+        self.fn = ops.as_filter(node.spec["op"])
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
+        self.fn.prepare(conf, context)
+
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        if self.fn.is_keep(self.project(values)):
+            self.out(batch, values)
+
+    def cleanup(self) -> None:
+        self.fn.cleanup()
+
+
+class ProjectProcessor(Processor):
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        self.out(batch, [values[i] for i in self.select])
+
+
+class PassProcessor(Processor):
+    """merge: every parent's tuples go on unchanged."""
+
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        self.out(batch, values)
+
+
+class AggregateProcessor(Processor):
+    """partition (optionally grouped) aggregation of one batch; emits at finish."""
+
+    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
+        super().__init__(node, out)
+        self.agg = ops.batch_aggregator(node.spec["agg"])
+        self.group = [self.in_index[f] for f in node.spec.get("group_fields", ())]
+        self.collector = _Collector(out)
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
+        self.agg.prepare(conf, context)
+
+    def _state(self, batch: Any, key: tuple) -> Any:
+        states = self.batches.get(batch.txid)
+        if states is None:
+            states = self.batches[batch.txid] = {}
+        entry = states.get(key)
+        if entry is None:
+            collector = self.collector
+            collector.batch, collector.prefix = batch, list(key)
+            entry = states[key] = self.agg.init(batch.txid, collector)
+        return entry
+
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        key = tuple(values[i] for i in self.group)
+        state = self._state(batch, key)
+        collector = self.collector
+        collector.batch, collector.prefix = batch, list(key)
+        self.agg.aggregate(state, self.project(values), collector)
+
+    def finish(self, batch: Any) -> None:
+        if not self.group:
+            self._state(batch, ())  # an ungrouped aggregate emits for every batch (zero when empty)
+        states = self.batches.pop(batch.txid, {})
+        collector = self.collector
+        for key, state in states.items():
+            collector.batch, collector.prefix = batch, list(key)
+            self.agg.complete(state, collector)
+
+    def cleanup(self) -> None:
+        self.agg.cleanup()
+
+
+class PersistProcessor(Processor):
+    """Buffers a batch's tuples; at finish (commit time) applies them to the state."""
+
+    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
+        super().__init__(node, out)
+        self.factory = node.spec["factory"]
+        self.updater = node.spec["updater"]
+        self.state: Any = None
+        self.collector = _Collector(out)
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
+        self.state = self.factory.make_state(conf, context, index, count)
+        prepare = getattr(self.updater, "prepare", None)
+        if prepare is not None:
+            prepare(conf, context)
+
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        self.batches.setdefault(batch.txid, []).append(self.project(values))
+
+    def finish(self, batch: Any) -> None:
+        tuples = self.batches.pop(batch.txid, [])
+        collector = self.collector
+        collector.batch, collector.prefix = batch, []
+        self.state.begin_commit(batch.txid)
+        self.updater.update_state(self.state, tuples, collector)
+        self.state.commit(batch.txid)
+
+    def cleanup(self) -> None:
+        cleanup = getattr(self.updater, "cleanup", None)
+        if cleanup is not None:
+            cleanup()
+
+
+class StateQueryProcessor(Processor):
+    """Buffers a batch's tuples; at finish asks the state once and emits per tuple."""
+
+    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
+        super().__init__(node, out)
+        self.factory = node.spec["factory"]
+        self.query = node.spec["query"]
+        self.state: Any = None
+        self.collector = _Collector(out)
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
+        self.state = self.factory.make_state(conf, context, index, count)
+        self.query.prepare(conf, context)
+
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        self.batches.setdefault(batch.txid, []).append(values)
+
+    def finish(self, batch: Any) -> None:
+        rows = self.batches.pop(batch.txid, [])
+        if not rows:
+            return
+        tuples = [self.project(v) for v in rows]
+        results = self.query.batch_retrieve(self.state, tuples)
+        collector = self.collector
+        collector.batch = batch
+        for values, tup, result in zip(rows, tuples, results):
+            collector.prefix = values
+            self.query.execute(tup, result, collector)
+
+    def cleanup(self) -> None:
+        self.query.cleanup()
+
+
+class JoinProcessor(Processor):
+    """Inner join of the batch's two sides on their key fields; emits at finish."""
+
+    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
+        super().__init__(node, out)
+        keys = (node.spec["a_fields"], node.spec["b_fields"])
+        self.keys = [[_index(pf)[f] for f in k] for pf, k in zip(node.parent_fields, keys)]
+        self.rest = [[i for i in range(len(pf)) if i not in set(k)] for pf, k in zip(node.parent_fields, self.keys)]
+
+    def execute(self, batch: Any, parent: int, values: list) -> None:
+        sides = self.batches.get(batch.txid)
+        if sides is None:
+            sides = self.batches[batch.txid] = ({}, {})
+        key = tuple(values[i] for i in self.keys[parent])
+        sides[parent].setdefault(key, []).append([values[i] for i in self.rest[parent]])
+
+    def finish(self, batch: Any) -> None:
+        left, right = self.batches.pop(batch.txid, ({}, {}))
+        for key, rows in left.items():
+            others = right.get(key)
+            if not others:
+                continue
+            for a in rows:
+                for b in others:
+                    self.out(batch, [*key, *a, *b])
+
+
+PROCESSORS: dict[str, type[Processor]] = {
+    "each": EachProcessor, "filter": FilterProcessor, "project": ProjectProcessor,
+    "merge": PassProcessor, "spout": PassProcessor, "aggregate": AggregateProcessor,
+    "persist": PersistProcessor, "state_query": StateQueryProcessor, "join": JoinProcessor,
+}
+
+
+class GroupRuntime:
+    """The processors of one group in one task; ``send(stream, batch, values)`` leaves the group."""
+
+    def __init__(self, spec: GroupSpec, send: Callable[[str, Any, list], None]) -> None:
+        self.spec = spec
+        self.send = send
+        self.processors: dict[int, Processor] = {}
+        self.order: list[Processor] = []
+        for node in spec.nodes:
+            proc = PROCESSORS[node.kind](node, self._router(node))
+            self.processors[node.key] = proc
+            self.order.append(proc)
+        self.entries = {stream: [(self.processors[k], i) for k, i in targets]
+                        for stream, targets in spec.entries.items()}
+        self.spout_proc = self.processors.get(spec.spout_key) if spec.spout_key is not None else None
+
+    def _router(self, node: NodeSpec) -> Callable[[Any, list], None]:
+        children = node.children
+        exits = node.exits
+        send = self.send
+        processors = self.processors  # filled before the first tuple flows
+
+        if len(children) == 1 and not exits:
+            (key, index), = children
+
+            def route_one(batch: Any, values: list) -> None:
+                processors[key].execute(batch, index, values)
+            return route_one
+
+        def route(batch: Any, values: list) -> None:
+            for key, index in children:
+                processors[key].execute(batch, index, values)
+            for stream in exits:
+                send(stream, batch, values)
+        return route
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
+        for proc in self.order:
+            proc.prepare(conf, context, index, count)
+
+    def feed(self, stream: str, batch: Any, values: list) -> None:
+        for proc, index in self.entries.get(stream, ()):
+            proc.execute(batch, index, values)
+
+    def emit_spout(self, batch: Any, values: list) -> None:
+        self.spout_proc.execute(batch, 0, values)
+
+    def finish(self, batch: Any, phase: str | None = None) -> None:
+        """Finish the batch in every processor, or only those of ``phase`` ("batch" / "commit")."""
+        for proc in self.order:
+            if phase is None or proc.node.commit_phase == (phase == "commit"):
+                proc.finish(batch)
+
+    def discard(self, txid: int) -> None:
+        for proc in self.order:
+            proc.discard(txid)
+
+    def cleanup(self) -> None:
+        for proc in self.order:
+            try:
+                proc.cleanup()
+            except Exception:
+                log.exception("trident group %s: cleanup of %s failed", self.spec.id, proc.node.kind)

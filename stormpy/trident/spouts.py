@@ -1,0 +1,210 @@
+"""Trident spouts (DESIGN 7.1) and the sources that drive them inside spout executor bolts.
+
+User classes: :class:`BatchSpout` (Storm's IBatchSpout), :class:`PartitionedSpout`
+(IPartitionedTridentSpout: transactional, a txid's batch never changes) and
+:class:`OpaquePartitionedSpout` (a replayed txid may carry other tuples; every tuple lands in
+exactly one committed batch). Partitions are dealt to the spout's tasks by index (partition i
+to task i mod n).
+
+Sources (runtime, one per spout executor task, on its executor thread) keep per-partition
+metas in TransactionalState under ``spouts/<stream>/<partition>/<txid>``, Storm's
+RotatingTransactionalState:
+
+- transactional: the meta of (txid, partition) is stored before the batch's coordination
+  tuples leave the task, so a replay, after any crash, re-emits exactly that meta's tuples;
+- opaque: metas are stored when the txid commits (the spout executor is a committer); an
+  emit of txid n starts from the meta emitted for n-1 in this chain, else the newest committed
+  meta below n.
+
+``$success`` of txid n prunes metas below n.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from stormpy.trident import txstate as tx
+
+log = logging.getLogger(__name__)
+
+
+class _TridentSpout:
+    outputs: Any = None
+
+    def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
+        """Called once per spout executor task."""
+
+    def close(self) -> None:
+        """Called when the task stops."""
+
+    def ack(self, txid: int) -> None:
+        """The batch of ``txid`` committed."""
+
+
+class BatchSpout(_TridentSpout):
+    """``emit_batch(batch_id, collector)``: transactional only if it re-emits the same tuples per id."""
+
+    def emit_batch(self, batch_id: int, collector: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.emit_batch(batch_id, collector)")
+
+
+class PartitionedSpout(_TridentSpout):
+    """Transactional partitioned spout: a txid's meta is stored, so a replay is identical."""
+
+    def partitions(self) -> list:
+        raise NotImplementedError(f"{type(self).__name__}.partitions()")
+
+    def emit_new_batch(self, txid: int, collector: Any, partition: Any, last_meta: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.emit_new_batch(txid, collector, partition, last_meta)")
+
+    def emit_batch(self, txid: int, collector: Any, partition: Any, meta: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.emit_batch(txid, collector, partition, meta)")
+
+
+class OpaquePartitionedSpout(_TridentSpout):
+    """Opaque partitioned spout: ``emit_batch(txid, collector, partition, last_meta) -> meta``."""
+
+    def partitions(self) -> list:
+        raise NotImplementedError(f"{type(self).__name__}.partitions()")
+
+    def emit_batch(self, txid: int, collector: Any, partition: Any, last_meta: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.emit_batch(txid, collector, partition, last_meta)")
+
+
+def spout_kind(spout: Any) -> str | None:
+    if isinstance(spout, OpaquePartitionedSpout):
+        return "opaque"
+    if isinstance(spout, PartitionedSpout):
+        return "partitioned"
+    if isinstance(spout, BatchSpout):
+        return "batch"
+    return None
+
+
+# ------------------------------------------------------------------ runtime
+class RotatingMetas:
+    """txid -> meta of one partition, write-through to TransactionalState (loaded once)."""
+
+    def __init__(self, state: Any, stream: str, partition: Any) -> None:
+        self.state = state
+        self.base = tx.spout_partition_path(stream, partition)
+        self.stream = stream
+        self.partition = partition
+        self.metas: dict[int, Any] = {}
+        for child in state.children(self.base):
+            if child.isdigit():
+                stored = state.get(f"{self.base}/{child}")
+                if isinstance(stored, dict) and "meta" in stored:
+                    self.metas[int(child)] = stored["meta"]
+
+    def get(self, txid: int) -> tuple[bool, Any]:
+        if txid in self.metas:
+            return True, self.metas[txid]
+        return False, None
+
+    def last_before(self, txid: int) -> Any:
+        """The newest meta below ``txid`` that emitted something (skipped txids store None)."""
+        below = [t for t in self.metas if t < txid and self.metas[t] is not None]
+        return self.metas[max(below)] if below else None
+
+    def has_after(self, txid: int) -> bool:
+        return any(t > txid for t in self.metas)
+
+    def put(self, txid: int, meta: Any) -> None:
+        self.state.set(tx.spout_meta_path(self.stream, self.partition, txid), {"meta": meta})
+        self.metas[txid] = meta
+
+    def cleanup_before(self, txid: int) -> None:
+        for old in [t for t in self.metas if t < txid]:
+            self.state.delete(tx.spout_meta_path(self.stream, self.partition, old))
+            del self.metas[old]
+
+
+class SpoutSource:
+    """Base of the per-task drivers; ``emit`` runs the user's batch emission."""
+
+    def __init__(self, spout: Any, stream: str) -> None:
+        self.spout = spout
+        self.stream = stream
+        self.partitions: list[Any] = []
+        self.metas: dict[int, RotatingMetas] = {}
+        self.state: Any = None
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, state: Any, task_index: int, num_tasks: int) -> None:
+        self.state = state
+        self.spout.initialize(conf, context)
+        if hasattr(self.spout, "partitions") and not isinstance(self.spout, BatchSpout):
+            every = list(self.spout.partitions())
+            self.partitions = [p for i, p in enumerate(every) if i % num_tasks == task_index]
+            for i, p in enumerate(self.partitions):
+                self.metas[i] = RotatingMetas(state, self.stream, p)
+
+    def emit(self, txid: int, attempt: int, collector: Any) -> None:
+        raise NotImplementedError
+
+    def commit(self, txid: int, attempt: int) -> bool:
+        return True
+
+    def success(self, txid: int) -> None:
+        for metas in self.metas.values():
+            metas.cleanup_before(txid)
+        self.spout.ack(txid)
+
+    def close(self) -> None:
+        self.spout.close()
+
+
+class BatchSource(SpoutSource):
+    def emit(self, txid: int, attempt: int, collector: Any) -> None:
+        self.spout.emit_batch(txid, collector)
+
+
+class PartitionedSource(SpoutSource):
+    def emit(self, txid: int, attempt: int, collector: Any) -> None:
+        for i, partition in enumerate(self.partitions):
+            metas = self.metas[i]
+            found, meta = metas.get(txid)
+            if found:
+                if meta is not None:
+                    self.spout.emit_batch(txid, collector, partition, meta)
+            elif metas.has_after(txid):
+                # Storm's RotatingTransactionalState rule: a later txid already took the data
+                # after last_before(txid) (this txid failed before its meta was stored, e.g. a
+                # Function fused after the spout raised); emitting it again here would count
+                # that data twice. This txid stays empty, forever.
+                metas.put(txid, None)
+            else:
+                meta = self.spout.emit_new_batch(txid, collector, partition, metas.last_before(txid))
+                metas.put(txid, meta)  # before the coordination tuples leave this task
+
+
+class OpaqueSource(SpoutSource):
+    def __init__(self, spout: Any, stream: str) -> None:
+        super().__init__(spout, stream)
+        self.cached: dict[int, tuple[int, dict[int, Any]]] = {}   # txid -> (attempt, {partition index: meta})
+
+    def emit(self, txid: int, attempt: int, collector: Any) -> None:
+        for later in [t for t in self.cached if t >= txid]:
+            del self.cached[later]  # the coordinator replays every later txid too
+        below = [t for t in self.cached if t < txid]
+        prev = self.cached[max(below)][1] if below else {}
+        emitted: dict[int, Any] = {}
+        for i, partition in enumerate(self.partitions):
+            last = prev[i] if i in prev else self.metas[i].last_before(txid)
+            emitted[i] = self.spout.emit_batch(txid, collector, partition, last)
+        self.cached[txid] = (attempt, emitted)
+
+    def commit(self, txid: int, attempt: int) -> bool:
+        entry = self.cached.get(txid)
+        if entry is None or entry[0] != attempt:
+            return False
+        for i, meta in entry[1].items():
+            self.metas[i].put(txid, meta)
+        for old in [t for t in self.cached if t <= txid]:
+            del self.cached[old]
+        return True
+
+
+def make_source(spout: Any, kind: str, stream: str) -> SpoutSource:
+    return {"batch": BatchSource, "partitioned": PartitionedSource, "opaque": OpaqueSource}[kind](spout, stream)

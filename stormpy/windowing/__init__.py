@@ -1,0 +1,1 @@
+"""Windowed bolts (DESIGN section 12): pure window managers (``windows``) and ``WindowedBolt`` (``bolt``)."""

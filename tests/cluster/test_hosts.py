@@ -1,0 +1,172 @@
+"""A cluster of real hosts (issue 11): Linux network namespaces on a bridge, each with its own
+address (``stormpy.testing.netns``). ZooKeeper and Nimbus run on host 0, a supervisor on each of
+hosts 1 and 2; a word count spread over both supervisor hosts acks every tuple, and everything
+advertises and binds its host's address, never 127.0.0.1. Needs root (skipped otherwise).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stormpy.client.nimbus_client import connect
+from stormpy.testing import wait_for_leader, wait_until
+from stormpy.testing.netns import HostNetwork, leftovers, namespace_pids, skip_reason
+from stormpy.testing.zookeeper import four_letter_word
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from process_cluster import FAST_TIMINGS, REPO, TOPOLOGIES  # noqa: E402
+from test_cluster_faults import acked_ids, counts, run_conf  # noqa: E402
+
+sys.path.insert(0, str(TOPOLOGIES))
+from cluster_common import expected_counts  # noqa: E402
+
+_SKIP = skip_reason()
+pytestmark = [pytest.mark.skipif(_SKIP is not None, reason=_SKIP or ""), pytest.mark.timeout(300)]
+
+ZK_PORT, NIMBUS_PORT, WORKER_PORTS = 2181, 6627, [6700, 6701]
+
+
+def cli(conf: dict[str, Any], base: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    conf_file = base / "client.yaml"
+    conf_file.write_text(json.dumps(conf))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    result = subprocess.run([sys.executable, "-m", "stormpy.cli", *args, "--config", str(conf_file)],
+                            capture_output=True, text=True, timeout=120, env=env, cwd=str(base))
+    assert result.returncode == 0, f"stormpy {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def listening(host: Any, port: int) -> list[str]:
+    """Local addresses listening on ``port`` inside ``host`` (``ss -ltnH``)."""
+    out = host.run("ss", "-ltnH", f"sport = :{port}").stdout
+    return [line.split()[3].rpartition(":")[0] for line in out.splitlines() if line.strip()]
+
+
+class HostCluster:
+    """ZooKeeper on host 0, Nimbus on ``nimbus_hosts``, a supervisor on each of hosts 1 and 2."""
+
+    def __init__(self, net: HostNetwork, base: Path, nimbus_hosts: list[int]) -> None:
+        self.net, self.base = net, base
+        self.logs = base / "logs"
+        self.logs.mkdir(exist_ok=True)
+        zk_host = net.hosts[0]
+        self.nimbus_hosts = [net.hosts[i] for i in nimbus_hosts]
+        self.sup_hosts = net.hosts[1:3]
+        self.conf = {**FAST_TIMINGS, "storm.zookeeper.servers": [zk_host.address], "storm.zookeeper.port": ZK_PORT,
+                     "storm.zookeeper.root": "/storm", "nimbus.seeds": [h.address for h in self.nimbus_hosts],
+                     "nimbus.thrift.port": NIMBUS_PORT, "supervisor.slots.ports": WORKER_PORTS,
+                     "nimbus.code.sync.freq.secs": 1}
+        del self.conf["storm.local.hostname"]   # each host sets its own
+        zk = net.daemon(zk_host, "dev-zookeeper", self.host_conf(zk_host, "zk"), self.logs, name="zookeeper").start()
+        zk.wait_ready(lambda: four_letter_word(zk_host.address, ZK_PORT, "ruok") == "imok", 90, "ZooKeeper on host 0")
+        self.nimbuses = {}
+        for host in self.nimbus_hosts:
+            proc = self.nimbuses[host.address] = net.daemon(host, "nimbus", self.host_conf(host, "nimbus"), self.logs,
+                                                            name=f"nimbus-{host.index}").start()
+            proc.wait_for_port(NIMBUS_PORT, host=host.address, timeout=60)
+        self.leader = wait_for_leader(self.conf, 60)
+        for host in self.sup_hosts:
+            net.daemon(host, "supervisor", self.host_conf(host, "supervisor"), self.logs,
+                       name=f"supervisor-{host.index}").start()
+        wait_until(lambda: self.supervisor_hosts() == {h.address for h in self.sup_hosts}, 60,
+                   "both supervisors registered with their hosts' addresses")
+
+    def host_conf(self, host: Any, role: str) -> dict[str, Any]:
+        return host.conf(self.conf, **{"storm.local.dir": str(self.base / host.namespace / role / "local"),
+                                       "storm.log.dir": str(self.base / host.namespace / role / "logs"),
+                                       "dev.zookeeper.path": str(self.base / host.namespace / "zookeeper"),
+                                       "logviewer.port": 8000})
+
+    def supervisor_hosts(self) -> set[str]:
+        with connect(self.conf) as client:
+            return {s.host for s in client.getClusterInfo().supervisors}
+
+    def submit_wordcount(self, name: str, out: Path, total: int, **extra: Any) -> str:
+        args = ["submit", str(TOPOLOGIES / "wordcount.py"), "--name", name, "--workers", "2"]
+        for key, value in run_conf(out, total, **extra).items():
+            args += ["-c", f"{key}={json.dumps(value)}"]
+        cli(self.conf, self.base, *args)
+        with connect(self.conf) as client:
+            return next(t.id for t in client.getClusterInfo().topologies if t.name == name)
+
+
+def run_on_hosts(tmp_path: Path, count: int, nimbus_hosts: list[int], body: Any) -> None:
+    """Build ``count`` hosts, run ``body(cluster)``, and check that nothing is left behind."""
+    net = HostNetwork(count)
+    prefix = net.prefix
+    try:
+        net.create()
+        body(HostCluster(net, tmp_path, nimbus_hosts))
+    finally:
+        net.close()
+    assert leftovers(prefix) == [], "the harness removes every namespace and link it made"
+    assert all(not namespace_pids(f"{prefix}h{i}") for i in range(count))
+
+
+def test_wordcount_across_two_host_namespaces(tmp_path: Path) -> None:
+    def body(cluster: HostCluster) -> None:
+        nimbus_host = cluster.nimbus_hosts[0]
+        assert cluster.leader == f"{nimbus_host.address}:{NIMBUS_PORT}", "Nimbus advertises its host's address"
+        out = tmp_path / "out"
+        out.mkdir()
+        total = 1000
+        topology_id = cluster.submit_wordcount("hosts-wc", out, total)
+        wait_until(lambda: len(acked_ids(out)) == total, 180, f"all {total} sentences acked across the hosts")
+        wait_until(lambda: counts(out) == expected_counts(total), 30, "the exact word counts")
+        with connect(cluster.conf) as client:
+            executors = client.getTopologyInfo(topology_id).executors
+        assert {e.host for e in executors} == {h.address for h in cluster.sup_hosts}, \
+            "the workers run on both supervisor hosts and advertise their addresses"
+        for host in cluster.sup_hosts:
+            bound = {addr for port in WORKER_PORTS for addr in listening(host, port)}
+            assert bound == {host.address}, f"workers on {host} bind its address only, not {bound}"
+        assert listening(nimbus_host, NIMBUS_PORT) == [nimbus_host.address], "Nimbus binds its host's address"
+        assert "hosts-wc" in cli(cluster.conf, tmp_path, "list").stdout
+
+    run_on_hosts(tmp_path, 3, [0], body)
+
+
+def test_three_nimbus_hosts_sigkill_leader_during_wordcount(tmp_path: Path) -> None:
+    """Issue 11's acceptance: three Nimbus daemons on three hosts; SIGKILL the leader while a word
+    count runs; within 30 s `stormpy list` (all three in nimbus.seeds) answers from the new
+    leader, a new topology can be submitted, and the running one never stops acking."""
+    def body(cluster: HostCluster) -> None:
+        out = tmp_path / "out"
+        out.mkdir()
+        cluster.submit_wordcount("ha-wc", out, 10_000_000, **{"test.spout.per.call": 1})
+        wait_until(lambda: len(acked_ids(out)) >= 200, 120, "the first 200 acks")
+        old = cluster.leader
+        standbys = [p for hp, p in cluster.nimbuses.items() if f"{hp}:{NIMBUS_PORT}" != old]
+        wait_until(lambda: all(any((Path(p.conf["storm.local.dir"]) / "nimbus" / "stormdist").iterdir())
+                               for p in standbys), 30, "both standbys to replicate the code")
+        cluster.nimbuses[old.rpartition(":")[0]].kill(signal.SIGKILL)
+        acks_at_kill = len(acked_ids(out))
+        killed_at = time.monotonic()
+        new = wait_for_leader(cluster.conf, 30, other_than=old)
+        assert len(acked_ids(out)) > acks_at_kill, "acks went on while no Nimbus led"
+        listed = wait_until(lambda: _try_list(cluster), 30 - (time.monotonic() - killed_at),
+                            "`stormpy list` to answer from the new leader")
+        print(f"failover across hosts: {new} leads, list answers {time.monotonic() - killed_at:.1f}s after SIGKILL")
+        assert "ha-wc" in listed
+        out2 = tmp_path / "out2"
+        out2.mkdir()
+        cluster.submit_wordcount("after-failover", out2, 300)
+        wait_until(lambda: len(acked_ids(out2)) == 300, 120, "every tuple of the topology submitted after failover")
+        wait_until(lambda: len(acked_ids(out)) > acks_at_kill + 200, 60, "the running word count to keep acking")
+
+    run_on_hosts(tmp_path, 3, [0, 1, 2], body)
+
+
+def _try_list(cluster: HostCluster) -> str | None:
+    try:
+        return cli(cluster.conf, cluster.base, "list").stdout
+    except AssertionError:
+        return None

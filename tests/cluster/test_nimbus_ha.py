@@ -1,0 +1,130 @@
+"""Nimbus high availability on real processes (issue 11): two Nimbus daemons, ZooKeeper, two
+supervisors, worker processes. The standby serves reads, refuses leader-only calls naming the
+leader and replicates code; SIGKILL of the leader hands leadership to the standby within the
+ZooKeeper session timeout while the running topology keeps acking; submit, rebalance and kill
+work through the new leader; the old leader, restarted, is a standby.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from thriftpy2.thrift import TApplicationException
+
+from stormpy.client.nimbus_client import connect, open_client
+from stormpy.errors import UserError
+from stormpy.testing import wait_for_leader, wait_until
+from stormpy.thrift import storm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_cluster_faults import acked_ids, finish, run_conf, unique  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+CLUSTER_NIMBUSES = 2
+CLUSTER_SUPERVISORS = 2
+CLUSTER_PORTS = 2
+CLUSTER_CONF = {"nimbus.code.sync.freq.secs": 1}
+SESSION_TIMEOUT_SECS = 6   # FAST_TIMINGS' storm.zookeeper.session.timeout
+
+
+@pytest.fixture
+def out_dir(tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    return out
+
+
+def rpc(host_port: str, method: str, *args: object) -> object:
+    host, _, port = host_port.rpartition(":")
+    client = open_client(host, int(port), timeout_secs=30)
+    try:
+        return getattr(client, method)(*args)
+    finally:
+        client.close()
+
+
+def stormdist_has(cluster, index: int, topology_id: str) -> bool:
+    local = Path(cluster.nimbus_conf(index)["storm.local.dir"])
+    return (local / "nimbus" / "stormdist" / topology_id / "stormconf.json").exists()
+
+
+def test_standby_reads_refuses_writes_and_replicates_code(cluster, out_dir):
+    leader, standby = cluster.nimbus_host_port(0), cluster.nimbus_host_port(1)
+    assert wait_for_leader(cluster.conf, 30) == leader, "the first Nimbus started leads"
+    name = unique("ha-read")
+    topology_id = cluster.submit("wordcount.py", name, workers=1, conf=run_conf(out_dir, 200))
+    try:
+        info = rpc(standby, "getClusterInfo")
+        assert [t.id for t in info.topologies] == [topology_id], "a standby answers reads"
+        assert {f"{n.host}:{n.port}": n.isLeader for n in info.nimbuses} == {leader: True, standby: False}
+        got = rpc(standby, "getLeader")
+        assert (f"{got.host}:{got.port}", got.isLeader) == (leader, True)
+        with pytest.raises(TApplicationException) as refused:
+            rpc(standby, "killTopology", name)
+        assert f"not the leader; the leader is {leader}" in refused.value.message
+        with pytest.raises(storm.IllegalStateException) as upload_refused:
+            rpc(standby, "beginFileUpload")
+        assert leader in upload_refused.value.msg
+        wait_until(lambda: stormdist_has(cluster, 1, topology_id), 30,
+                   "the standby to replicate the topology's code (nimbus.code.sync.freq.secs)")
+        assert rpc(standby, "getTopology", topology_id) is not None
+        wait_until(lambda: len(acked_ids(out_dir)) == 200, 120, "all 200 sentences acked")
+    finally:
+        finish(cluster, name, topology_id)
+
+
+def test_sigkill_leader_standby_takes_over_topology_keeps_acking(cluster, out_dir, tmp_path):
+    first, second = cluster.nimbus_host_port(0), cluster.nimbus_host_port(1)
+    assert wait_for_leader(cluster.conf, 30) == first
+    name = unique("ha-wc")
+    topology_id = cluster.submit("wordcount.py", name, workers=2,
+                                 conf=run_conf(out_dir, 10_000_000, **{"test.spout.per.call": 1}))
+    other = None
+    try:
+        cluster.wait_workers(topology_id, 2)
+        workers_before = cluster.worker_pids(topology_id)
+        wait_until(lambda: len(acked_ids(out_dir)) >= 100, 90, "the first 100 acks")
+        wait_until(lambda: stormdist_has(cluster, 1, topology_id), 30, "the standby to hold the code")
+
+        killed_at = time.monotonic()
+        cluster.nimbuses[0].kill(signal.SIGKILL)
+        acks_at_kill = len(acked_ids(out_dir))
+        # Until the dead leader's session expires it still holds the lock: no reachable leader.
+        with pytest.raises(UserError, match="could not find a leader Nimbus from the seed hosts"):
+            with connect(cluster.conf):
+                pass
+        assert wait_for_leader(cluster.conf, SESSION_TIMEOUT_SECS + 20, host_port=second) == second
+        took = time.monotonic() - killed_at
+        assert len(acked_ids(out_dir)) > acks_at_kill, "acks went on while no Nimbus led"
+        print(f"failover: {second} leads {took:.1f}s after SIGKILL of {first}")
+        # `stormpy list` with both Nimbus daemons in nimbus.seeds answers from the new leader.
+        assert name in cluster.cli("list").stdout
+        wait_until(lambda: len(acked_ids(out_dir)) > acks_at_kill + 100, 60,
+                   "acks to keep growing across the failover")
+        assert cluster.worker_pids(topology_id) == workers_before, "no worker was restarted by the failover"
+
+        # The new leader accepts submit, rebalance and kill (CLI, following the leader).
+        other = unique("ha-new")
+        other_out = tmp_path / "other-out"
+        other_out.mkdir()
+        other_id = cluster.submit("wordcount.py", other, workers=1, conf=run_conf(other_out, 300))
+        wait_until(lambda: len(acked_ids(other_out)) == 300, 120,
+                   "every tuple of a topology submitted to the new leader acked (code downloaded from it)")
+        cluster.cli("rebalance", name, "-w", "0", "-n", "1")
+        wait_until(lambda: len(cluster.worker_pids(topology_id)) == 1, 90, "the rebalance to 1 worker")
+        before = len(acked_ids(out_dir))
+        wait_until(lambda: len(acked_ids(out_dir)) > before + 50, 90, "acks after the rebalance")
+        finish(cluster, other, other_id)
+
+        # The old leader restarted is a standby.
+        cluster.start_nimbus(0, wait_leader=False)
+        wait_until(lambda: {f"{n.host}:{n.port}": n.isLeader for n in rpc(second, "getClusterInfo").nimbuses}
+                   == {first: False, second: True}, 60, "the restarted Nimbus to register as a standby")
+        got = rpc(first, "getLeader")
+        assert (f"{got.host}:{got.port}", got.isLeader) == (second, True)
+    finally:
+        finish(cluster, name, topology_id)
