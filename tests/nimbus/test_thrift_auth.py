@@ -13,15 +13,27 @@ from stormpy.client.nimbus_client import connect, open_client
 from stormpy.errors import UserError
 from stormpy.nimbus.server import ThriftServer
 from stormpy.testing import free_port
+from stormpy.thrift import storm
 
 from tests.nimbus.test_thrift_server_limits import ConfHandler
 
 SECRET = b"correct horse battery staple 42"
 
 
+class LeaderHandler(ConfHandler):
+    """A lone Nimbus: ``connect`` asks the seed who leads (``getLeader``) before using it."""
+
+    port = 0
+
+    def getLeader(self) -> storm.NimbusSummary:  # noqa: N802 - the IDL's name
+        return storm.NimbusSummary(host="127.0.0.1", port=self.port, uptime_secs=1, isLeader=True, version="test")
+
+
 @pytest.fixture
 def secured() -> Iterator[ThriftServer]:
-    srv = ThriftServer(ConfHandler(), "127.0.0.1", free_port(), max_frame_bytes=1 << 20, secret=SECRET).start()
+    handler = LeaderHandler()
+    handler.port = free_port()
+    srv = ThriftServer(handler, "127.0.0.1", handler.port, max_frame_bytes=1 << 20, secret=SECRET).start()
     try:
         yield srv
     finally:
