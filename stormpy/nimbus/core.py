@@ -24,7 +24,8 @@ from stormpy.nimbus.heartbeats import HeartbeatCache
 from stormpy.nimbus.scheduling import Slot, schedule
 from stormpy.thrift import storm
 from stormpy.topology.plan import ACKER_COMPONENT, ExecutorRange, TopologyPlan, acker_count, build_plan
-from stormpy.topology.validate import parse_json_conf, validate_topology, validate_topology_name
+from stormpy.topology.validate import (check_topology_limits, parse_json_conf, validate_topology,
+                                       validate_topology_name)
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class Nimbus:
                initial_status: int = storm.TopologyInitialStatus.ACTIVE) -> str:
         """Validate, store code, assign, write StormBase; returns the new topology id."""
         validate_topology_name(name)
+        check_topology_limits(topology, json_conf, self.conf)   # before parsing anything big or deep
         user_conf = parse_json_conf(json_conf)
         validate_topology(topology, user_conf)   # first: it names bad config values clearly
         topology_conf = self._normalize_conf(name, user_conf)
@@ -101,19 +103,34 @@ class Nimbus:
             upload = self.files.uploaded_file(uploaded_location)
             topology_id = self._new_id(name)
             self.files.setup_stormdist(topology_id, upload, topology, topology_conf)
-            self._code[topology_id] = (topology, topology_conf)
-            self.state.setup_heartbeats(topology_id)
-            plan = build_plan(topology, topology_conf, topology_id, name)
-            status = (tr.Status.INACTIVE if initial_status == storm.TopologyInitialStatus.INACTIVE
-                      else tr.Status.ACTIVE)
-            base = storm.StormBase(
-                name=name, status=int(status), num_workers=int(topology_conf[cfg.TOPOLOGY_WORKERS.name]),
-                component_executors={cid: comp.parallelism for cid, comp in plan.components.items()},
-                launch_time_secs=self.now_secs(), owner=str(topology_conf.get("topology.submitter.user") or ""))
-            self.mk_assignment(topology_id, base=base)
-            self.state.set_storm_base(topology_id, base)
+            try:
+                self._code[topology_id] = (topology, topology_conf)
+                self.state.setup_heartbeats(topology_id)
+                plan = build_plan(topology, topology_conf, topology_id, name)
+                status = (tr.Status.INACTIVE if initial_status == storm.TopologyInitialStatus.INACTIVE
+                          else tr.Status.ACTIVE)
+                base = storm.StormBase(
+                    name=name, status=int(status), num_workers=int(topology_conf[cfg.TOPOLOGY_WORKERS.name]),
+                    component_executors={cid: comp.parallelism for cid, comp in plan.components.items()},
+                    launch_time_secs=self.now_secs(), owner=str(topology_conf.get("topology.submitter.user") or ""))
+                self.mk_assignment(topology_id, base=base)
+                self.state.set_storm_base(topology_id, base)
+            except BaseException:
+                self._undo_submit(topology_id)
+                raise
         log.info("submitted topology %s as %s (%s, %d workers)", name, topology_id, status.name, base.num_workers)
         return topology_id
+
+    def _undo_submit(self, topology_id: str) -> None:
+        """A submit failed after its code was stored: leave nothing behind (disk or ZooKeeper)."""
+        log.warning("submit of %s failed; removing its code and cluster state", topology_id)
+        self._code.pop(topology_id, None)
+        self.files.remove_stormdist(topology_id)
+        try:
+            self.state.remove_topology(topology_id)
+        except Exception:  # noqa: BLE001 - the original error is what the client must see
+            log.exception("removing the cluster state of the failed submit %s failed (the orphan "
+                          "cleanup at start-up will retry)", topology_id)
 
     def _normalize_conf(self, name: str, user_conf: Mapping[str, Any]) -> dict[str, Any]:
         """The conf stored with the topology: the user's keys plus the resolved values workers
@@ -206,6 +223,10 @@ class Nimbus:
     def _check_rebalance(self, topology_id: str, base: storm.StormBase, options: storm.RebalanceOptions) -> None:
         if options.num_workers is not None and options.num_workers < 1:
             raise storm.InvalidTopologyException(msg="rebalance: the number of workers must be at least 1")
+        max_slots = int(self.conf.get(cfg.NIMBUS_SLOTS_PER_TOPOLOGY.name) or cfg.NIMBUS_SLOTS_PER_TOPOLOGY.default)
+        if options.num_workers is not None and options.num_workers > max_slots:
+            raise storm.InvalidTopologyException(
+                msg=f"rebalance: {options.num_workers} workers is above nimbus.slots.perTopology ({max_slots})")
         plan = self.plan(topology_id, base)
         for component, count in (options.num_executors or {}).items():
             comp = plan.components.get(component)
@@ -217,6 +238,13 @@ class Nimbus:
                 raise storm.InvalidTopologyException(
                     msg=f"rebalance: component {component!r} can have 1 to {len(comp.tasks)} executors "
                         f"(its task count), not {count}")
+        max_executors = int(self.conf.get(cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.name)
+                            or cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.default)
+        overrides = dict(options.num_executors or {})
+        total = sum(overrides.get(cid, comp.parallelism) for cid, comp in plan.components.items())
+        if total > max_executors:
+            raise storm.InvalidTopologyException(
+                msg=f"rebalance: {total} executors is above nimbus.executors.perTopology ({max_executors})")
 
     def _default_wait(self, topology_id: str) -> int:
         try:
