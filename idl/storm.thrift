@@ -184,6 +184,7 @@ struct TopologySummary {
   5: required i32 num_workers;
   6: required i32 uptime_secs;
   7: required string status;
+  514: optional string owner;             // Storm's field id: the submitting user (`sparse list` shows it)
 }
 
 struct SupervisorSummary {

@@ -12,6 +12,7 @@ process; its workers are killed at teardown whatever happened.
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -165,6 +166,7 @@ def test_sparse_list_submit_jar_kill(program: Path, sparse_cluster: dict[str, An
         [summary] = [t for t in client.getClusterInfo().topologies if t.name == name]
         conf = json.loads(client.getTopologyConf(summary.id))
     assert (summary.status, summary.num_tasks) == ("ACTIVE", 3)     # spout, count bolt, acker
+    assert summary.owner == getpass.getuser()     # sparse names no submitter: Nimbus's user, as in Storm
     assert conf["topology.original_name"] == "wordcount" and conf["wordcount.words.limit"] == 100
 
     table = sparse(program, project, "list", "-e", "beta")
