@@ -33,6 +33,8 @@ union ComponentObject {
   1: binary serialized_java;
   2: ShellComponent shell;
   3: PythonObject python_object;
+  4: JavaObject java_object;          // Storm's id is 3 (stormpy's python_object): only for the DSL's
+                                      // thrift_topology of JavaBolt/JavaSpout specs, which Nimbus refuses
 }
 
 union Grouping {
