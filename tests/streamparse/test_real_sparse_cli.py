@@ -81,12 +81,24 @@ def sparse_env() -> dict[str, str]:
     return {**env, "LEIN_ROOT": "1", "PYTHONWARNINGS": "ignore"}
 
 
-def sparse(program: Path, project: Path, *args: str, timeout: float = 120) -> str:
+def sparse(program: Path, project: Path, *args: str, timeout: float = 120, expect_rc: int = 0) -> str:
     result = subprocess.run([str(program), *args], cwd=project, env=sparse_env(), capture_output=True,
                             text=True, timeout=timeout)
     out = result.stdout + result.stderr
-    assert result.returncode == 0, f"sparse {' '.join(args)} exited {result.returncode}:\n{out}"
+    assert result.returncode == expect_rc, f"sparse {' '.join(args)} exited {result.returncode}:\n{out}"
     return out
+
+
+JAVA_TOPOLOGY = """from streamparse import Grouping, JavaBolt, Topology
+
+from spouts.words import WordSpout
+
+
+class JavaCount(Topology):
+    word_spout = WordSpout.spec()
+    count_bolt = JavaBolt.spec(full_class_name="com.example.CountBolt", args_list=["x", 1],
+                               inputs={word_spout: Grouping.fields("word")}, outputs=["word", "count"])
+"""
 
 
 @pytest.fixture
@@ -183,6 +195,13 @@ def test_sparse_list_submit_jar_kill(program: Path, sparse_cluster: dict[str, An
     sparse(program, project, "kill", "-e", "beta", "-n", name, "--wait", "1")
     wait_until(lambda: not listed(program, project, name), 60, f"sparse list to stop showing {name}",
                interval=1)
+
+    # a JavaBolt: streamparse sends Storm's JavaObject (ComponentObject field 3), Nimbus refuses it
+    (project / "topologies" / "javacount.py").write_text(JAVA_TOPOLOGY)
+    out = sparse(program, project, "submit", "-e", "beta", "-n", "javacount", "-j", str(jar), expect_rc=1)
+    assert "InvalidTopologyException" in out and "names 'com.example.CountBolt', not a Python" in out \
+        and "cannot run in a stormpy worker" in out, out
+    assert "No topologies found." in sparse(program, project, "list", "-e", "beta")
 
 
 @pytest.fixture
