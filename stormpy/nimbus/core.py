@@ -8,6 +8,7 @@ state change so a kill cannot race a reassignment of the same topology.
 """
 from __future__ import annotations
 
+import getpass
 import itertools
 import json
 import logging
@@ -140,6 +141,10 @@ class Nimbus:
         workers = cfg.TOPOLOGY_WORKERS.coerce(conf.get(cfg.TOPOLOGY_WORKERS.name) or cfg.TOPOLOGY_WORKERS.default)
         conf[cfg.TOPOLOGY_WORKERS.name] = max(1, int(workers))
         conf[cfg.TOPOLOGY_ACKER_EXECUTORS.name] = acker_count(conf)
+        # Storm's Nimbus falls back to the user it runs as when the client names no submitter
+        # (streamparse's `sparse submit` never does); `sparse list` shows it as the owner.
+        if not conf.get(cfg.TOPOLOGY_SUBMITTER_USER.name):
+            conf[cfg.TOPOLOGY_SUBMITTER_USER.name] = _system_user()
         return conf
 
     def _new_id(self, name: str) -> str:
@@ -376,3 +381,11 @@ def _executor_slots(assignment: storm.Assignment | None) -> dict[ExecutorRange, 
         if ports:
             result[(info.task_start, info.task_end)] = (node_info.node, ports[0])
     return result
+
+
+def _system_user() -> str:
+    """The user this Nimbus runs as (Java's ``user.name``), or "" when the system has no name for it."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""

@@ -265,7 +265,7 @@ class NimbusHandler:
         return storm.TopologySummary(id=topology_id, name=base.name, num_tasks=num_tasks,
                                      num_executors=len(executors), num_workers=len(slots),
                                      uptime_secs=max(0, now - int(base.launch_time_secs or now)),
-                                     status=tr.Status(base.status).name)
+                                     status=tr.Status(base.status).name, owner=base.owner)
 
     def getTopologyInfo(self, id: str) -> Any:  # noqa: A002
         topology_id = self._existing_id(id)

@@ -145,11 +145,21 @@ def _check_component(cid: str, kind: str, spec: Any) -> None:
     if obj is not None and obj.serialized_java is not None:
         raise invalid(f"component {cid!r} is a serialized Java object: JVM components cannot run in a "
                       "stormpy worker")
+    if obj is not None and getattr(obj, "java_object", None) is not None:
+        raise invalid(f"component {cid!r} is a JavaObject ({obj.java_object.full_class_name}): JVM components "
+                      "cannot run in a stormpy worker")
     shell = getattr(obj, "shell", None) if obj is not None else None
     py = getattr(obj, "python_object", None) if obj is not None else None
     if shell is not None:
         if not shell.execution_command:
             raise invalid(f"component {cid!r} is a ShellComponent without execution_command")
+    elif py is not None and py.class_name and ":" not in py.class_name and py.serialized is None:
+        # Storm's ComponentObject field 3 is a JavaObject (full_class_name first), stormpy's is
+        # PythonObject: a JavaBolt/JavaSpout sent by a Storm client (streamparse's `sparse
+        # submit`) arrives here as a PythonObject holding the Java class name.
+        raise invalid(f"component {cid!r} names {py.class_name!r}, not a Python 'module:Class': a JVM "
+                      "component (Storm's JavaObject, streamparse's JavaBolt/JavaSpout) cannot run in a "
+                      "stormpy worker")
     elif py is None or ":" not in (py.class_name or ""):
         raise invalid(f"component {cid!r} must name its Python class as 'module:Class'")
     common = spec.common
