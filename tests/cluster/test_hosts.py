@@ -170,3 +170,76 @@ def _try_list(cluster: HostCluster) -> str | None:
         return cli(cluster.conf, cluster.base, "list").stdout
     except AssertionError:
         return None
+
+
+def worker_slots(host: Any) -> dict[int, tuple[str, str, int]]:
+    """pid -> (topology id, supervisor id, port) of every stormpy worker process inside ``host``."""
+    found = {}
+    for pid in namespace_pids(host.namespace):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv if a]
+        if "stormpy.worker" in args:
+            topology_id, supervisor_id, port = args[args.index("stormpy.worker") + 1:][:3]
+            found[pid] = (topology_id, supervisor_id, int(port))
+    return found
+
+
+@pytest.mark.slow
+def test_supervisor_host_link_cut_mid_run(tmp_path: Path) -> None:
+    """Issue 11 item 4: cut one supervisor host's link while a word count runs on both. Its ZooKeeper
+    session ends, Nimbus moves its executors to the other host (nimbus.supervisor.timeout.secs,
+    nimbus.task.timeout.secs) and every tuple is acked. When the link comes back the returning
+    supervisor kills its stale workers: afterwards exactly one worker runs per assigned slot."""
+    def body(cluster: HostCluster) -> None:
+        cut, other = cluster.sup_hosts
+        with connect(cluster.conf) as client:
+            sup_ids = {s.host: s.supervisor_id for s in client.getClusterInfo().supervisors}
+        out = tmp_path / "out"
+        out.mkdir()
+        total = 8000
+        topology_id = cluster.submit_wordcount("cut-wc", out, total, **{"test.spout.per.call": 1})
+        wait_until(lambda: {e.host for e in _executors(cluster, topology_id)} == {cut.address, other.address}, 60,
+                   "executors on both supervisor hosts")
+        wait_until(lambda: len(acked_ids(out)) >= 100, 120, "the first 100 acks")
+        stale = worker_slots(cut)
+        assert stale and all(sup == sup_ids[cut.address] for _t, sup, _p in stale.values()), stale
+        cut.set_link(False)
+        cut_at = time.monotonic()
+        acked_at_cut = len(acked_ids(out))
+        assert acked_at_cut < total, "the cut must come mid-run"
+        try:
+            wait_until(lambda: {e.host for e in _executors(cluster, topology_id)} == {other.address}, 60,
+                       "Nimbus to move every executor to the host still connected")
+            print(f"executors moved {time.monotonic() - cut_at:.1f}s after the cut")
+            wait_until(lambda: len(acked_ids(out)) == total, 200,
+                       f"all {total} sentences acked with one supervisor host cut off")
+            print(f"link cut with {acked_at_cut}/{total} acked; all acked {time.monotonic() - cut_at:.1f}s later")
+            assert set(worker_slots(cut)) == set(stale), "cut off, the supervisor cannot know: its workers run on"
+        finally:
+            cut.set_link(True)
+        wait_until(lambda: cluster.supervisor_hosts() == {cut.address, other.address}, 60,
+                   "the returning supervisor to register again")
+        wait_until(lambda: not set(stale) & set(worker_slots(cut)), 60,
+                   "the returning supervisor to kill its stale workers")
+        print(f"stale workers {sorted(stale)} killed after the link came back")
+
+        def one_worker_per_assigned_slot() -> bool:
+            assigned = {(sup_ids[e.host], e.port) for e in _executors(cluster, topology_id)}
+            running = [(sup, port) for host in cluster.sup_hosts for _t, sup, port in worker_slots(host).values()]
+            return sorted(running) == sorted(assigned)
+        wait_until(one_worker_per_assigned_slot, 30, "exactly one worker per assigned slot, none elsewhere")
+        time.sleep(3)       # a few supervisor/monitor rounds later it still holds: nothing came back to life
+        assert one_worker_per_assigned_slot()
+        assert {e.host for e in _executors(cluster, topology_id)} == {other.address}, \
+            "balanced workers stay where they are when the host returns"
+        assert len(acked_ids(out)) == total
+
+    run_on_hosts(tmp_path, 3, [0], body)
+
+
+def _executors(cluster: HostCluster, topology_id: str) -> list[Any]:
+    with connect(cluster.conf) as client:
+        return list(client.getTopologyInfo(topology_id).executors)
