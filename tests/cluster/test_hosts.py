@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from stormpy.client.nimbus_client import connect
+from stormpy.client.nimbus_client import connect, open_client
 from stormpy.testing import wait_for_leader, wait_until
 from stormpy.testing.netns import HostNetwork, leftovers, namespace_pids, skip_reason
 from stormpy.testing.zookeeper import four_letter_word
@@ -243,3 +243,53 @@ def test_supervisor_host_link_cut_mid_run(tmp_path: Path) -> None:
 def _executors(cluster: HostCluster, topology_id: str) -> list[Any]:
     with connect(cluster.conf) as client:
         return list(client.getTopologyInfo(topology_id).executors)
+
+
+@pytest.mark.slow
+def test_nimbus_leader_host_link_cut(tmp_path: Path) -> None:
+    """Issue 11 item 4: the host of the leader Nimbus (not ZooKeeper's) is cut off the network while a
+    word count runs: its session expires, the standby leads, the word count keeps acking and a new
+    topology can be submitted; when the link comes back the old leader is a standby."""
+    def body(cluster: HostCluster) -> None:
+        leader_host = cluster.nimbus_hosts[0]
+        old = f"{leader_host.address}:{NIMBUS_PORT}"
+        assert cluster.leader == old
+        standby = cluster.nimbuses[cluster.nimbus_hosts[1].address]
+        out = tmp_path / "out"
+        out.mkdir()
+        cluster.submit_wordcount("leader-cut-wc", out, 10_000_000, **{"test.spout.per.call": 1})
+        wait_until(lambda: len(acked_ids(out)) >= 200, 120, "the first 200 acks")
+        wait_until(lambda: any((Path(standby.conf["storm.local.dir"]) / "nimbus" / "stormdist").iterdir()), 30,
+                   "the standby to replicate the code")
+        leader_host.set_link(False)
+        try:
+            acks_at_cut = len(acked_ids(out))
+            new = wait_for_leader(cluster.conf, 30, other_than=old)
+            assert new == f"{cluster.nimbus_hosts[1].address}:{NIMBUS_PORT}"
+            standby_first = {**cluster.conf, "nimbus.seeds": list(reversed(cluster.conf["nimbus.seeds"]))}
+            out2 = tmp_path / "out2"
+            out2.mkdir()
+            args = ["submit", str(TOPOLOGIES / "wordcount.py"), "--name", "after-cut", "--workers", "2"]
+            for key, value in run_conf(out2, 300).items():
+                args += ["-c", f"{key}={json.dumps(value)}"]
+            cli(standby_first, cluster.base, *args)
+            wait_until(lambda: len(acked_ids(out2)) == 300, 120, "every tuple of the topology submitted after the cut")
+            assert len(acked_ids(out)) > acks_at_cut + 200, "the running word count kept acking"
+        finally:
+            leader_host.set_link(True)
+        wait_until(lambda: _is_standby(cluster, leader_host.address), 60,
+                   "the old leader, back on the network, to serve as a standby")
+        assert wait_for_leader(cluster.conf, 10) == new
+
+    run_on_hosts(tmp_path, 4, [3, 0], body)
+
+
+def _is_standby(cluster: HostCluster, address: str) -> bool:
+    try:
+        client = open_client(address, NIMBUS_PORT, 5)
+    except Exception:  # noqa: BLE001 - not reachable yet
+        return False
+    try:
+        return not any(n.isLeader for n in client.getClusterInfo().nimbuses if n.host == address)
+    finally:
+        client.close()
