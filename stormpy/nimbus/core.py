@@ -48,6 +48,9 @@ class Nimbus:
         self.wall_clock = wall_clock
         self.lock = threading.RLock()
         self.heartbeats = HeartbeatCache()
+        # Seconds spent reading worker heartbeats (ZooKeeper reads + cache), summed over calls;
+        # the monitor reports it per round (benchmarks/nimbus_scale.py reads the log line).
+        self.heartbeat_secs = 0.0
         self.started_secs = int(wall_clock())
         self._counter = itertools.count(1)
         self._code: dict[str, tuple[storm.StormTopology, dict[str, Any]]] = {}
@@ -279,13 +282,16 @@ class Nimbus:
         """Read the topology's worker heartbeats into the cache; returns the alive executors."""
         if assignment is None:
             return set()
+        started = time.perf_counter()
         slots = _executor_slots(assignment)
         beats = self.state.worker_heartbeats(topology_id)
         now = self.clock()
         self.heartbeats.update(topology_id, slots, beats, now)
-        return self.heartbeats.alive_executors(
+        alive = self.heartbeats.alive_executors(
             topology_id, assignment, now, self.now_secs(), self.conf[cfg.NIMBUS_TASK_TIMEOUT_SECS],
             self.conf[cfg.NIMBUS_TASK_LAUNCH_SECS])
+        self.heartbeat_secs += time.perf_counter() - started
+        return alive
 
     # ------------------------------------------------------------ removal, startup, monitor
     def remove_topology(self, topology_id: str) -> None:
