@@ -8,7 +8,7 @@ round's duration) and N fake supervisors: ``benchmarks/fake_supervisors.py`` pro
 ``--per-process`` supervisors each, every supervisor its own ZooKeeper session writing its
 ``SupervisorInfo`` and, for each slot Nimbus gives it, a worker's ``ClusterWorkerHeartbeat``
 through stormpy's ``ClusterState`` (same paths, same Thrift serialization; no worker runs).
-``max(2, N // 20)`` topologies (``bench_topology.py``, 4 workers each) are submitted through
+``max(2, N // 20)`` topologies (``bench_topology.py``, ``--workers`` each, default 4) are submitted through
 Thrift (``stormpy.client.submit``), so Nimbus schedules them onto the fake supervisors.
 
 After the topologies are placed, a window of ``--duration`` seconds measures:
@@ -54,7 +54,6 @@ from stormpy.testing.zookeeper import four_letter_word  # noqa: E402
 TOPOLOGY = Path(__file__).resolve().parent / "bench_topology.py"
 FAKES = Path(__file__).resolve().parent / "fake_supervisors.py"
 ROUND = re.compile(r"monitor round (\d+) took ([\d.]+) ms \(heartbeat reads ([\d.]+) ms\)")
-WORKERS_PER_TOPOLOGY = 4
 
 
 def zxid(zk: ZooKeeperServer) -> int:
@@ -92,8 +91,8 @@ class FakeGroup:
 class SizeRun:
     """One cluster size: Nimbus, fake supervisors, topologies, one measured window."""
 
-    def __init__(self, zk: ZooKeeperServer, base: Path, size: int, per_process: int) -> None:
-        self.zk, self.size = zk, size
+    def __init__(self, zk: ZooKeeperServer, base: Path, size: int, per_process: int, workers: int) -> None:
+        self.zk, self.size, self.workers = zk, size, workers
         self.base = base / f"size-{size}"
         self.logs = self.base / "logs"
         self.logs.mkdir(parents=True)
@@ -127,7 +126,7 @@ class SizeRun:
         conf = cfg.Config(self.conf)
         for i in range(count):
             started = time.perf_counter()
-            submit_topology_file(str(TOPOLOGY), name=f"scale-{i}", workers=WORKERS_PER_TOPOLOGY, conf=conf,
+            submit_topology_file(str(TOPOLOGY), name=f"scale-{i}", workers=self.workers, conf=conf,
                                  user_overrides={"bench.out.dir": str(self.base / "out"), "bench.rate": 0})
             took.append(time.perf_counter() - started)
         return statistics.mean(took)
@@ -155,7 +154,7 @@ class SizeRun:
     def measure(self, topologies: int, duration: float) -> dict[str, Any]:
         assert self.nimbus is not None and self.nimbus.pid is not None
         submit_secs = self.submit(topologies)
-        workers = topologies * WORKERS_PER_TOPOLOGY
+        workers = topologies * self.workers
         wait_until(lambda: self.slots_beating() >= workers, 60, f"{workers} fake workers beating")
         time.sleep(5)   # let every worker beat once and the first monitor rounds read them
         nimbus_ps, zk_ps = psutil.Process(self.nimbus.pid), psutil.Process(self.zk.proc.pid)
@@ -207,6 +206,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="10,100,500", help="comma-separated supervisor counts")
     parser.add_argument("--duration", type=float, default=30.0, help="measured seconds per size")
     parser.add_argument("--per-process", type=int, default=100, help="fake supervisors per process")
+    parser.add_argument("--workers", type=int, default=4, help="workers per topology")
     parser.add_argument("--topologies", type=int, default=0, help="topologies per size (0: max(2, N // 20))")
     args = parser.parse_args()
     try:
@@ -223,7 +223,7 @@ def main() -> int:
     try:
         zk.start(timeout=90)
         for size in sizes:
-            run = SizeRun(zk, base, size, args.per_process)
+            run = SizeRun(zk, base, size, args.per_process, args.workers)
             try:
                 started = time.monotonic()
                 run.start()
@@ -234,7 +234,7 @@ def main() -> int:
                 run.stop()
     finally:
         zk.stop(reason="benchmark finished")
-    print(f"\nNimbus scale (1 Nimbus, fake supervisors with 4 slots each, {WORKERS_PER_TOPOLOGY} workers per "
+    print(f"\nNimbus scale (1 Nimbus, fake supervisors with 4 slots each, {args.workers} workers per "
           f"topology, nimbus.monitor.freq.secs=2, supervisor heartbeat 5 s, worker heartbeat 3 s, "
           f"{args.duration:.0f} s window):")
     print_table(results)
