@@ -50,11 +50,18 @@ class Nimbus:
         self.wall_clock = wall_clock
         self.lock = threading.RLock()
         self.heartbeats = HeartbeatCache()
+        # Seconds spent reading worker heartbeats (ZooKeeper reads + cache), summed over calls;
+        # the monitor reports it per round (benchmarks/nimbus_scale.py reads the log line).
+        self.heartbeat_secs = 0.0
         self.started_secs = int(wall_clock())
         self._counter = itertools.count(1)
         self._code: dict[str, tuple[storm.StormTopology, dict[str, Any]]] = {}
         # True while this Nimbus leads and has recovered (startup done); leader-only RPCs check it.
         self.leader_ready = False
+        # During a monitor round: the supervisors and assignments read once at its start, so the
+        # round costs O(supervisors + topologies) reads, not O(topologies x supervisors) (Storm's
+        # mk-assignments reads them once per round too). None outside a round.
+        self._round: _RoundView | None = None
 
     # ------------------------------------------------------------ lookups
     def now_secs(self) -> int:
@@ -278,9 +285,13 @@ class Nimbus:
             if base is None:
                 return False
             executors = self.plan(topology_id, base).executors()
-            existing = self.state.assignment(topology_id)
-            supervisors = self.state.supervisors()
-            available = self.available_slots(topology_id, supervisors, self.state.assignments())
+            view = self._round
+            if view is not None:
+                existing, supervisors, assignments = view.assignments.get(topology_id), view.supervisors, view.assignments
+            else:
+                existing = self.state.assignment(topology_id)
+                supervisors, assignments = self.state.supervisors(), self.state.assignments()
+            available = self.available_slots(topology_id, supervisors, assignments)
             current = _executor_slots(existing)
             alive = self.update_heartbeats(topology_id, existing)
             placed = schedule(executors, available, base.num_workers, current, alive, scratch=scratch)
@@ -289,6 +300,8 @@ class Nimbus:
                 return False
             moved = sum(1 for e, slot in placed.items() if current.get(e) != slot)
             self.state.set_assignment(topology_id, assignment)
+            if view is not None:   # only the leader writes assignments, under this lock: the view stays true
+                view.assignments[topology_id] = assignment
             log.info("assigned topology %s: %d executors on %d slots (%d moved%s)", topology_id, len(placed),
                      len(set(placed.values())), moved, ", from scratch" if scratch else "")
             return True
@@ -312,13 +325,16 @@ class Nimbus:
         """Read the topology's worker heartbeats into the cache; returns the alive executors."""
         if assignment is None:
             return set()
+        started = time.perf_counter()
         slots = _executor_slots(assignment)
         beats = self.state.worker_heartbeats(topology_id)
         now = self.clock()
         self.heartbeats.update(topology_id, slots, beats, now)
-        return self.heartbeats.alive_executors(
+        alive = self.heartbeats.alive_executors(
             topology_id, assignment, now, self.now_secs(), self.conf[cfg.NIMBUS_TASK_TIMEOUT_SECS],
             self.conf[cfg.NIMBUS_TASK_LAUNCH_SECS])
+        self.heartbeat_secs += time.perf_counter() - started
+        return alive
 
     # ------------------------------------------------------------ removal, startup, monitor
     def remove_topology(self, topology_id: str) -> None:
@@ -327,6 +343,8 @@ class Nimbus:
             self.files.remove_stormdist(topology_id)
             self.heartbeats.forget(topology_id)
             self._code.pop(topology_id, None)
+            if self._round is not None:
+                self._round.assignments.pop(topology_id, None)
         log.info("removed topology %s", topology_id)
 
     def startup(self) -> None:
@@ -349,11 +367,15 @@ class Nimbus:
         """One monitor round: reassign timed-out executors, clean state of vanished topologies."""
         with self.lock:
             ids = self.state.active_storms()
-            for topology_id in ids:
-                try:
-                    self.transition(topology_id, tr.Event.MONITOR)
-                except storm.NotAliveException:
-                    continue
+            self._round = _RoundView(self.state.supervisors(), self.state.assignments())
+            try:
+                for topology_id in ids:
+                    try:
+                        self.transition(topology_id, tr.Event.MONITOR)
+                    except storm.NotAliveException:
+                        continue
+            finally:
+                self._round = None
             self.cleanup_orphan_state(set(ids))
 
     def cleanup_orphan_state(self, live: set[str]) -> None:
@@ -369,6 +391,16 @@ class Nimbus:
             self.state.remove_assignment(topology_id)
         for topology_id in set(self.heartbeats.topologies()) - live:
             self.heartbeats.forget(topology_id)
+
+
+class _RoundView:
+    """What one monitor round read once: live supervisors and every assignment (kept current)."""
+
+    __slots__ = ("supervisors", "assignments")
+
+    def __init__(self, supervisors: dict[str, storm.SupervisorInfo], assignments: dict[str, storm.Assignment]) -> None:
+        self.supervisors = supervisors
+        self.assignments = assignments
 
 
 def _executor_slots(assignment: storm.Assignment | None) -> dict[ExecutorRange, Slot]:
