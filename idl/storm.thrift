@@ -33,6 +33,8 @@ union ComponentObject {
   1: binary serialized_java;
   2: ShellComponent shell;
   3: PythonObject python_object;
+  4: JavaObject java_object;          // Storm's id is 3 (stormpy's python_object): only for the DSL's
+                                      // thrift_topology of JavaBolt/JavaSpout specs, which Nimbus refuses
 }
 
 union Grouping {
@@ -184,6 +186,7 @@ struct TopologySummary {
   5: required i32 num_workers;
   6: required i32 uptime_secs;
   7: required string status;
+  514: optional string owner;             // Storm's field id: the submitting user (`sparse list` shows it)
 }
 
 struct SupervisorSummary {

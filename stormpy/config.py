@@ -255,6 +255,30 @@ LOGVIEWER_CLEANUP_AGE_MINS = _key("logviewer.cleanup.age.mins", 10080, int, "Del
 LOGVIEWER_CLEANUP_INTERVAL_SECS = _key("logviewer.cleanup.interval.secs", 600, int, "How often the supervisor looks for old worker logs.")
 WORKER_LOG_MAX_BYTES = _key("worker.log.max.bytes", 100 * 1024 * 1024, int, "worker.log rotates at this size (5 old files kept).")
 
+# ---------------------------------------------------------------- hardening and security (issue 10, DESIGN 13)
+STORM_MESSAGING_MAX_MESSAGE_BYTES = _key("storm.messaging.max.message.bytes", 8 * 1024 * 1024, int, "Largest frame a worker's receive socket accepts (ZeroMQ MAXMSGSIZE); senders split larger ones.")
+NIMBUS_EXECUTORS_PER_TOPOLOGY = _key("nimbus.executors.perTopology", 5000, int, "Most executors (and 10x that many tasks) one topology may have.")
+NIMBUS_SLOTS_PER_TOPOLOGY = _key("nimbus.slots.perTopology", 256, int, "Most workers one topology may ask for.")
+NIMBUS_TOPOLOGY_CONF_MAX_BYTES = _key("nimbus.topology.conf.max.bytes", 1024 * 1024, int, "Largest accepted topology conf (jsonConf), bytes.")
+NIMBUS_TOPOLOGY_CONF_MAX_DEPTH = _key("nimbus.topology.conf.max.depth", 32, int, "Deepest nesting accepted in a topology or component conf.")
+NIMBUS_THRIFT_IDLE_TIMEOUT_SECS = _key("nimbus.thrift.idle.timeout.secs", 30, (int, float), "A Thrift connection that sends nothing (or no progress on a frame) this long is closed.")
+NIMBUS_THRIFT_MAX_CONNECTIONS = _key("nimbus.thrift.max.connections", 256, int, "Most open Thrift connections; at the cap the longest-idle one is closed, or a new one refused if all are busy.")
+NIMBUS_THRIFT_MAX_BUFFERED_BYTES = _key("nimbus.thrift.max.buffered.bytes", 256 * 1024 * 1024, int, "Bytes of unfinished frames Nimbus buffers over all connections.")
+STORM_THRIFT_AUTH_SECRET_FILE = _key("storm.thrift.auth.secret.file", None, str, "File holding the shared secret: when set, every Thrift client must authenticate (CLI, UI, supervisors read it too).")
+STORM_ZOOKEEPER_AUTH_SCHEME = _key("storm.zookeeper.auth.scheme", "digest", str, "ZooKeeper auth scheme (digest) used with storm.zookeeper.auth.payload.")
+STORM_ZOOKEEPER_AUTH_PAYLOAD = _key("storm.zookeeper.auth.payload", None, str, "user:password: when set, every node stormpy creates gets a digest ACL for it only.")
+STORM_MESSAGING_CURVE_ENABLE = _key("storm.messaging.curve.enable", False, bool, "Encrypt and authenticate worker-to-worker traffic with ZeroMQ CURVE (keys derived from the shared secret).")
+UI_AUTH_ENABLE = _key("ui.auth.enable", False, bool, "The UI's mutating actions need an HTTP basic login (ui.users.file, else the shared secret as password).")
+UI_USERS_FILE = _key("ui.users.file", None, str, "UI logins, one 'user:password' per line.")
+
+#: Values never shown by getNimbusConf/getTopologyConf or the UI.
+SECRET_KEYS = frozenset({STORM_ZOOKEEPER_AUTH_PAYLOAD.name})
+
+
+def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``conf`` with secret values replaced, for answers to clients."""
+    return {k: ("****" if k in SECRET_KEYS and v else v) for k, v in conf.items()}
+
 #: Namespaces whose keys are all declared above: an unknown one there is most likely a typo.
 #: ``spark.*`` is checked only under ``spark.sink.``: other spark keys go to the SparkSession builder.
 CHECKED_NAMESPACES = ("storm.", "nimbus.", "supervisor.", "worker.", "topology.", "ui.", "transactional.",

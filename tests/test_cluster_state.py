@@ -75,6 +75,27 @@ def test_worker_heartbeats_through_sink(state: ClusterState) -> None:
     assert state.worker_heartbeats("t-1-1") == {}
 
 
+def test_many_supervisors_and_heartbeats_are_read_pipelined(zk_conf: dict[str, Any], state: ClusterState) -> None:
+    """``get_many`` (supervisors(), worker_heartbeats()) returns what one-by-one reads return,
+    including nodes that vanish between the children listing and the read."""
+    other = ClusterState(zk_conf)
+    try:
+        for i in range(30):
+            other.set_supervisor_info(f"sup-{i}", storm.SupervisorInfo(time_secs=i, hostname=f"h{i}", meta=[6700]))
+            other.set_worker_heartbeat("t-1-1", f"sup-{i}", 6700, storm.ClusterWorkerHeartbeat(
+                storm_id="t-1-1", executor_stats={}, time_secs=i, uptime_secs=1))
+        assert {sid: info.hostname for sid, info in state.supervisors().items()} == {f"sup-{i}": f"h{i}" for i in range(30)}
+        beats = state.worker_heartbeats("t-1-1")
+        assert {slot: beat.time_secs for slot, beat in beats.items()} == {(f"sup-{i}", 6700): i for i in range(30)}
+        paths = ["/supervisors/sup-0", "/supervisors/missing", "/no/such/parent"]
+        got = state.session.get_many(paths)
+        assert got["/supervisors/sup-0"] == state.get_data("/supervisors/sup-0") is not None
+        assert got["/supervisors/missing"] is None and got["/no/such/parent"] is None
+    finally:
+        other.close()
+    assert state.supervisors() == {}
+
+
 def test_errors_keep_newest_ten_newest_first(state: ClusterState) -> None:
     for i in range(13):
         state.report_error("t-1-1", "bolt", storm.ErrorInfo(error=f"e{i}", error_time_secs=i, host="h", port=1))

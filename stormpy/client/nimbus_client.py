@@ -16,8 +16,10 @@ from typing import Any
 
 from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
-from thriftpy2.thrift import TApplicationException
-from thriftpy2.transport import TFramedTransportFactory, TTransportException
+from thriftpy2.thrift import TApplicationException, TClient
+from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
+
+from stormpy.auth import AuthError, client_handshake, read_secret
 
 from stormpy.config import NIMBUS_HOST, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT
 from stormpy.errors import UserError
@@ -46,10 +48,25 @@ def nimbus_addresses(conf: Mapping[str, Any]) -> list[tuple[str, int]]:
     return addresses
 
 
-def open_client(host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Any:
-    """A connected ``storm.Nimbus`` client to host:port (framed binary); raises TTransportException."""
-    return make_client(storm.Nimbus, host, port, proto_factory=TBinaryProtocolFactory(),
-                       trans_factory=TFramedTransportFactory(), timeout=int(timeout_secs * 1000))
+def open_client(host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS,
+                secret: bytes | None = None) -> Any:
+    """A connected ``storm.Nimbus`` client to host:port (framed binary); raises TTransportException.
+
+    With ``secret`` (``stormpy.auth.read_secret(conf)``) the shared-secret handshake runs on
+    the socket before the Thrift transport is layered on it; AuthError when it fails.
+    """
+    if secret is None:
+        return make_client(storm.Nimbus, host, port, proto_factory=TBinaryProtocolFactory(),
+                           trans_factory=TFramedTransportFactory(), timeout=int(timeout_secs * 1000))
+    sock = TSocket(host, port, socket_timeout=int(timeout_secs * 1000), connect_timeout=int(timeout_secs * 1000))
+    sock.open()
+    try:
+        client_handshake(sock.sock, secret)
+    except BaseException:
+        sock.close()
+        raise
+    transport = TFramedTransportFactory().get_transport(sock)   # the socket is open: no open() again
+    return TClient(storm.Nimbus, TBinaryProtocolFactory().get_protocol(transport))
 
 
 @contextlib.contextmanager
@@ -76,11 +93,17 @@ def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_S
     leader is another Nimbus, the client connects there. ``UserError`` when no seed answers or
     none knows a reachable leader (Storm's NimbusLeaderNotFoundException)."""
     addresses = nimbus_addresses(conf)
+    secret = read_secret(conf)
     reasons: list[str] = []
     reached = False
     for host, port in addresses:
         try:
-            client = open_client(host, port, timeout_secs)
+            client = open_client(host, port, timeout_secs, secret)
+        except AuthError as exc:
+            reasons.append(f"{host}:{port} (authentication failed: {exc}; is storm.thrift.auth.secret.file "
+                           "the same on Nimbus?)")
+            log.debug("Nimbus at %s:%d refused authentication: %s", host, port, exc)
+            continue
         except (TTransportException, OSError) as exc:
             reasons.append(f"{host}:{port} ({_reason(exc)})")
             log.debug("Nimbus not reachable at %s:%d: %s", host, port, exc)
@@ -100,8 +123,8 @@ def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_S
             return client
         _close(client)
         try:
-            return open_client(leader.host, int(leader.port), timeout_secs)
-        except (TTransportException, OSError) as exc:
+            return open_client(leader.host, int(leader.port), timeout_secs, secret)
+        except (AuthError, TTransportException, OSError) as exc:
             reasons.append(f"{host}:{port} (its leader {leader.host}:{leader.port}: {_reason(exc)})")
     if not reached:
         raise UserError(f"cannot reach Nimbus at {', '.join(reasons)}; is `stormpy nimbus` running? "

@@ -205,9 +205,12 @@ class ClusterState:
     # ------------------------------------------------------------ /supervisors
     def supervisors(self) -> dict[str, storm.SupervisorInfo]:
         """Every registered (live-session) supervisor id -> its SupervisorInfo."""
+        ids = self.children(zk_layout.SUPERVISORS_ROOT)
+        datas = self.session.get_many([zk_layout.supervisor(i) for i in ids])
         result = {}
-        for supervisor_id in self.children(zk_layout.SUPERVISORS_ROOT):
-            info = self.supervisor_info(supervisor_id)
+        for supervisor_id in ids:
+            path = zk_layout.supervisor(supervisor_id)
+            info = _decode(storm.SupervisorInfo, datas.get(path), path)
             if info is not None:
                 result[supervisor_id] = info
         return result
@@ -248,15 +251,19 @@ class ClusterState:
 
     def worker_heartbeats(self, topology_id: str) -> dict[tuple[str, int], storm.ClusterWorkerHeartbeat]:
         """(node, port) -> heartbeat of every worker of the topology that has written one."""
-        result = {}
+        slots = {}
         for child in self.children(zk_layout.workerbeats(topology_id)):
             node, sep, port = child.rpartition("-")
             if not sep or not port.isdigit():
                 log.warning("ignoring malformed heartbeat node %s of %s", child, topology_id)
                 continue
-            beat = self.worker_heartbeat(topology_id, node, int(port))
+            slots[zk_layout.worker_beat(topology_id, node, int(port))] = (node, int(port))
+        datas = self.session.get_many(list(slots))   # pipelined: one wait, not one per worker
+        result = {}
+        for path, slot in slots.items():
+            beat = _decode(storm.ClusterWorkerHeartbeat, datas.get(path), path)
             if beat is not None:
-                result[(node, int(port))] = beat
+                result[slot] = beat
         return result
 
     def heartbeat_sink(self) -> HeartbeatSink:

@@ -8,6 +8,7 @@ state change so a kill cannot race a reassignment of the same topology.
 """
 from __future__ import annotations
 
+import getpass
 import itertools
 import json
 import logging
@@ -24,7 +25,8 @@ from stormpy.nimbus.heartbeats import HeartbeatCache
 from stormpy.nimbus.scheduling import Slot, schedule
 from stormpy.thrift import storm
 from stormpy.topology.plan import ACKER_COMPONENT, ExecutorRange, TopologyPlan, acker_count, build_plan
-from stormpy.topology.validate import parse_json_conf, validate_topology, validate_topology_name
+from stormpy.topology.validate import (check_topology_limits, parse_json_conf, validate_topology,
+                                       validate_topology_name)
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +50,18 @@ class Nimbus:
         self.wall_clock = wall_clock
         self.lock = threading.RLock()
         self.heartbeats = HeartbeatCache()
+        # Seconds spent reading worker heartbeats (ZooKeeper reads + cache), summed over calls;
+        # the monitor reports it per round (benchmarks/nimbus_scale.py reads the log line).
+        self.heartbeat_secs = 0.0
         self.started_secs = int(wall_clock())
         self._counter = itertools.count(1)
         self._code: dict[str, tuple[storm.StormTopology, dict[str, Any]]] = {}
         # True while this Nimbus leads and has recovered (startup done); leader-only RPCs check it.
         self.leader_ready = False
+        # During a monitor round: the supervisors and assignments read once at its start, so the
+        # round costs O(supervisors + topologies) reads, not O(topologies x supervisors) (Storm's
+        # mk-assignments reads them once per round too). None outside a round.
+        self._round: _RoundView | None = None
 
     # ------------------------------------------------------------ lookups
     def now_secs(self) -> int:
@@ -90,6 +99,7 @@ class Nimbus:
                initial_status: int = storm.TopologyInitialStatus.ACTIVE) -> str:
         """Validate, store code, assign, write StormBase; returns the new topology id."""
         validate_topology_name(name)
+        check_topology_limits(topology, json_conf, self.conf)   # before parsing anything big or deep
         user_conf = parse_json_conf(json_conf)
         validate_topology(topology, user_conf)   # first: it names bad config values clearly
         topology_conf = self._normalize_conf(name, user_conf)
@@ -101,19 +111,34 @@ class Nimbus:
             upload = self.files.uploaded_file(uploaded_location)
             topology_id = self._new_id(name)
             self.files.setup_stormdist(topology_id, upload, topology, topology_conf)
-            self._code[topology_id] = (topology, topology_conf)
-            self.state.setup_heartbeats(topology_id)
-            plan = build_plan(topology, topology_conf, topology_id, name)
-            status = (tr.Status.INACTIVE if initial_status == storm.TopologyInitialStatus.INACTIVE
-                      else tr.Status.ACTIVE)
-            base = storm.StormBase(
-                name=name, status=int(status), num_workers=int(topology_conf[cfg.TOPOLOGY_WORKERS.name]),
-                component_executors={cid: comp.parallelism for cid, comp in plan.components.items()},
-                launch_time_secs=self.now_secs(), owner=str(topology_conf.get("topology.submitter.user") or ""))
-            self.mk_assignment(topology_id, base=base)
-            self.state.set_storm_base(topology_id, base)
+            try:
+                self._code[topology_id] = (topology, topology_conf)
+                self.state.setup_heartbeats(topology_id)
+                plan = build_plan(topology, topology_conf, topology_id, name)
+                status = (tr.Status.INACTIVE if initial_status == storm.TopologyInitialStatus.INACTIVE
+                          else tr.Status.ACTIVE)
+                base = storm.StormBase(
+                    name=name, status=int(status), num_workers=int(topology_conf[cfg.TOPOLOGY_WORKERS.name]),
+                    component_executors={cid: comp.parallelism for cid, comp in plan.components.items()},
+                    launch_time_secs=self.now_secs(), owner=str(topology_conf.get("topology.submitter.user") or ""))
+                self.mk_assignment(topology_id, base=base)
+                self.state.set_storm_base(topology_id, base)
+            except BaseException:
+                self._undo_submit(topology_id)
+                raise
         log.info("submitted topology %s as %s (%s, %d workers)", name, topology_id, status.name, base.num_workers)
         return topology_id
+
+    def _undo_submit(self, topology_id: str) -> None:
+        """A submit failed after its code was stored: leave nothing behind (disk or ZooKeeper)."""
+        log.warning("submit of %s failed; removing its code and cluster state", topology_id)
+        self._code.pop(topology_id, None)
+        self.files.remove_stormdist(topology_id)
+        try:
+            self.state.remove_topology(topology_id)
+        except Exception:  # noqa: BLE001 - the original error is what the client must see
+            log.exception("removing the cluster state of the failed submit %s failed (the orphan "
+                          "cleanup at start-up will retry)", topology_id)
 
     def _normalize_conf(self, name: str, user_conf: Mapping[str, Any]) -> dict[str, Any]:
         """The conf stored with the topology: the user's keys plus the resolved values workers
@@ -123,6 +148,10 @@ class Nimbus:
         workers = cfg.TOPOLOGY_WORKERS.coerce(conf.get(cfg.TOPOLOGY_WORKERS.name) or cfg.TOPOLOGY_WORKERS.default)
         conf[cfg.TOPOLOGY_WORKERS.name] = max(1, int(workers))
         conf[cfg.TOPOLOGY_ACKER_EXECUTORS.name] = acker_count(conf)
+        # Storm's Nimbus falls back to the user it runs as when the client names no submitter
+        # (streamparse's `sparse submit` never does); `sparse list` shows it as the owner.
+        if not conf.get(cfg.TOPOLOGY_SUBMITTER_USER.name):
+            conf[cfg.TOPOLOGY_SUBMITTER_USER.name] = _system_user()
         return conf
 
     def _new_id(self, name: str) -> str:
@@ -206,6 +235,10 @@ class Nimbus:
     def _check_rebalance(self, topology_id: str, base: storm.StormBase, options: storm.RebalanceOptions) -> None:
         if options.num_workers is not None and options.num_workers < 1:
             raise storm.InvalidTopologyException(msg="rebalance: the number of workers must be at least 1")
+        max_slots = int(self.conf.get(cfg.NIMBUS_SLOTS_PER_TOPOLOGY.name) or cfg.NIMBUS_SLOTS_PER_TOPOLOGY.default)
+        if options.num_workers is not None and options.num_workers > max_slots:
+            raise storm.InvalidTopologyException(
+                msg=f"rebalance: {options.num_workers} workers is above nimbus.slots.perTopology ({max_slots})")
         plan = self.plan(topology_id, base)
         for component, count in (options.num_executors or {}).items():
             comp = plan.components.get(component)
@@ -217,6 +250,13 @@ class Nimbus:
                 raise storm.InvalidTopologyException(
                     msg=f"rebalance: component {component!r} can have 1 to {len(comp.tasks)} executors "
                         f"(its task count), not {count}")
+        max_executors = int(self.conf.get(cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.name)
+                            or cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.default)
+        overrides = dict(options.num_executors or {})
+        total = sum(overrides.get(cid, comp.parallelism) for cid, comp in plan.components.items())
+        if total > max_executors:
+            raise storm.InvalidTopologyException(
+                msg=f"rebalance: {total} executors is above nimbus.executors.perTopology ({max_executors})")
 
     def _default_wait(self, topology_id: str) -> int:
         try:
@@ -245,9 +285,13 @@ class Nimbus:
             if base is None:
                 return False
             executors = self.plan(topology_id, base).executors()
-            existing = self.state.assignment(topology_id)
-            supervisors = self.state.supervisors()
-            available = self.available_slots(topology_id, supervisors, self.state.assignments())
+            view = self._round
+            if view is not None:
+                existing, supervisors, assignments = view.assignments.get(topology_id), view.supervisors, view.assignments
+            else:
+                existing = self.state.assignment(topology_id)
+                supervisors, assignments = self.state.supervisors(), self.state.assignments()
+            available = self.available_slots(topology_id, supervisors, assignments)
             current = _executor_slots(existing)
             alive = self.update_heartbeats(topology_id, existing)
             placed = schedule(executors, available, base.num_workers, current, alive, scratch=scratch)
@@ -256,6 +300,8 @@ class Nimbus:
                 return False
             moved = sum(1 for e, slot in placed.items() if current.get(e) != slot)
             self.state.set_assignment(topology_id, assignment)
+            if view is not None:   # only the leader writes assignments, under this lock: the view stays true
+                view.assignments[topology_id] = assignment
             log.info("assigned topology %s: %d executors on %d slots (%d moved%s)", topology_id, len(placed),
                      len(set(placed.values())), moved, ", from scratch" if scratch else "")
             return True
@@ -279,13 +325,16 @@ class Nimbus:
         """Read the topology's worker heartbeats into the cache; returns the alive executors."""
         if assignment is None:
             return set()
+        started = time.perf_counter()
         slots = _executor_slots(assignment)
         beats = self.state.worker_heartbeats(topology_id)
         now = self.clock()
         self.heartbeats.update(topology_id, slots, beats, now)
-        return self.heartbeats.alive_executors(
+        alive = self.heartbeats.alive_executors(
             topology_id, assignment, now, self.now_secs(), self.conf[cfg.NIMBUS_TASK_TIMEOUT_SECS],
             self.conf[cfg.NIMBUS_TASK_LAUNCH_SECS])
+        self.heartbeat_secs += time.perf_counter() - started
+        return alive
 
     # ------------------------------------------------------------ removal, startup, monitor
     def remove_topology(self, topology_id: str) -> None:
@@ -294,6 +343,8 @@ class Nimbus:
             self.files.remove_stormdist(topology_id)
             self.heartbeats.forget(topology_id)
             self._code.pop(topology_id, None)
+            if self._round is not None:
+                self._round.assignments.pop(topology_id, None)
         log.info("removed topology %s", topology_id)
 
     def startup(self) -> None:
@@ -316,11 +367,15 @@ class Nimbus:
         """One monitor round: reassign timed-out executors, clean state of vanished topologies."""
         with self.lock:
             ids = self.state.active_storms()
-            for topology_id in ids:
-                try:
-                    self.transition(topology_id, tr.Event.MONITOR)
-                except storm.NotAliveException:
-                    continue
+            self._round = _RoundView(self.state.supervisors(), self.state.assignments())
+            try:
+                for topology_id in ids:
+                    try:
+                        self.transition(topology_id, tr.Event.MONITOR)
+                    except storm.NotAliveException:
+                        continue
+            finally:
+                self._round = None
             self.cleanup_orphan_state(set(ids))
 
     def cleanup_orphan_state(self, live: set[str]) -> None:
@@ -338,6 +393,16 @@ class Nimbus:
             self.heartbeats.forget(topology_id)
 
 
+class _RoundView:
+    """What one monitor round read once: live supervisors and every assignment (kept current)."""
+
+    __slots__ = ("supervisors", "assignments")
+
+    def __init__(self, supervisors: dict[str, storm.SupervisorInfo], assignments: dict[str, storm.Assignment]) -> None:
+        self.supervisors = supervisors
+        self.assignments = assignments
+
+
 def _executor_slots(assignment: storm.Assignment | None) -> dict[ExecutorRange, Slot]:
     """executor -> (node, port) of an assignment."""
     if assignment is None:
@@ -348,3 +413,11 @@ def _executor_slots(assignment: storm.Assignment | None) -> dict[ExecutorRange, 
         if ports:
             result[(info.task_start, info.task_end)] = (node_info.node, ports[0])
     return result
+
+
+def _system_user() -> str:
+    """The user this Nimbus runs as (Java's ``user.name``), or "" when the system has no name for it."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""

@@ -15,6 +15,7 @@ import socket
 import threading
 
 from stormpy import config as cfg
+from stormpy.auth import read_secret
 from stormpy.cluster_state import ClusterState
 from stormpy.daemon_guard import check_ports_free, local_dir_lock
 from stormpy.errors import UserError
@@ -61,7 +62,7 @@ class NimbusDaemon:
         files.cleanup_temporaries()
         self.timer = EventTimer().start()
         self.nimbus = Nimbus(self.conf, self.state, files, self.timer.schedule)
-        replicator = CodeReplicator(self.state, files, self.host_port)
+        replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf))
         self.elector = LeaderElector(self.state, replicator, self.host_port, self.conf[cfg.NIMBUS_CODE_SYNC_FREQ_SECS],
                                      self._on_leader, self._on_standby, self.stop_event)
         # Lead at once when the lock is free (the usual single-Nimbus start): recovery then ends
@@ -71,7 +72,11 @@ class NimbusDaemon:
         except Exception as exc:  # noqa: BLE001 - the leader unreachable for a sync: the HA thread retries
             log.warning("first leadership round failed (the HA thread retries): %s", exc)
         self.server = ThriftServer(NimbusHandler(self.nimbus, self.host_port), cfg.local_bind_host(self.conf), self.port,
-                                   self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFER_SIZE])
+                                   self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFER_SIZE],
+                                   idle_timeout_secs=self.conf[cfg.NIMBUS_THRIFT_IDLE_TIMEOUT_SECS],
+                                   max_connections=self.conf[cfg.NIMBUS_THRIFT_MAX_CONNECTIONS],
+                                   max_buffered_bytes=self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFERED_BYTES],
+                                   secret=read_secret(self.conf))
         try:
             self.server.start()
         except OSError as exc:

@@ -39,10 +39,11 @@ def split_host_port(host_port: str) -> tuple[str, int]:
 class CodeReplicator:
     """Copies the code of active topologies from the leader into this Nimbus's stormdist."""
 
-    def __init__(self, state: ClusterState, files: NimbusFiles, host_port: str) -> None:
+    def __init__(self, state: ClusterState, files: NimbusFiles, host_port: str, secret: bytes | None = None) -> None:
         self.state = state
         self.files = files
         self.host_port = host_port
+        self.secret = secret   # storm.thrift.auth.secret.file: the leader refuses downloads without it
 
     def missing_code(self) -> list[str]:
         """Active topologies (with a StormBase) whose code this Nimbus does not hold."""
@@ -65,7 +66,7 @@ class CodeReplicator:
             return []
         host, port = split_host_port(leader)
         fetched = []
-        client = open_client(host, port, DOWNLOAD_TIMEOUT_SECS)
+        client = open_client(host, port, DOWNLOAD_TIMEOUT_SECS, self.secret)
         try:
             for topology_id in missing:
                 self._fetch(client, topology_id)

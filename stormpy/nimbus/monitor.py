@@ -112,10 +112,24 @@ class NimbusMonitor:
         return True
 
     def monitor_round(self) -> None:
+        """One monitor round, timed: its duration is the cost of scheduling the whole cluster.
+
+        Logged at DEBUG every round (``benchmarks/nimbus_scale.py`` reads these lines) and as a
+        warning when a round outlasts ``nimbus.monitor.freq.secs``: Nimbus then falls behind.
+        """
         if not self.can_write():
             return
+        started = time.perf_counter()
+        heartbeat_before = self.nimbus.heartbeat_secs
         self.nimbus.monitor()
         self.rounds += 1
+        took = time.perf_counter() - started
+        heartbeat = self.nimbus.heartbeat_secs - heartbeat_before
+        freq = self.nimbus.conf[cfg.NIMBUS_MONITOR_FREQ_SECS]
+        level = logging.WARNING if took > freq else logging.DEBUG
+        if log.isEnabledFor(level):
+            log.log(level, "monitor round %d took %.1f ms (heartbeat reads %.1f ms)%s", self.rounds, took * 1000,
+                    heartbeat * 1000, f", longer than nimbus.monitor.freq.secs ({freq} s)" if took > freq else "")
 
     def cleanup_round(self) -> None:
         self.nimbus.files.expire_streams()

@@ -7,8 +7,19 @@ binary Thrift, like Storm's clients expect, but does not trust its peers:
   connection before a byte of the frame is buffered, so a 2 GiB length costs nothing;
 - frames are decoded from memory by the pure-Python binary protocol, so bogus string or
   container lengths inside a frame cannot allocate more than the frame itself;
-- any error in a connection ends that connection only (logged at debug), and the number of
-  concurrent connections is capped; idle connections time out.
+- any error in a connection ends that connection only (logged at debug);
+- a connection that sends nothing for ``nimbus.thrift.idle.timeout.secs`` (30 s), or whose
+  frame does not complete by its deadline (idle timeout + 1 s per MiB), is closed: slow or
+  idle peers cannot hold a thread and a slot for long;
+- connections are capped (``nimbus.thrift.max.connections``); at the cap the connection idle
+  the longest is closed to make room (a new one is refused only when all are busy), so idle
+  sockets cannot lock clients out, and the accept loop never blocks;
+- frames above 64 KiB reserve their size from a budget shared by all connections
+  (``nimbus.thrift.max.buffered.bytes``) before a byte is buffered: many unfinished large
+  frames cannot grow Nimbus's memory past it.
+With ``storm.thrift.auth.secret.file`` set, a connection must pass the shared-secret
+handshake (``stormpy.auth``) before its first frame; a plain Thrift client gets one
+TApplicationException saying so, and a warning names it in the log.
 Threads: one accept thread ("nimbus-thrift"), one thread per connection.
 """
 from __future__ import annotations
@@ -18,12 +29,16 @@ import logging
 import socket
 import struct
 import threading
+import time
 from io import BytesIO
 from typing import Any
 
 from thriftpy2.protocol.binary import TBinaryProtocol  # pure Python: reads from our bounded frame
-from thriftpy2.thrift import TApplicationException, TProcessor
-from thriftpy2.transport import TTransportException
+from thriftpy2.thrift import TApplicationException, TMessageType, TProcessor
+from thriftpy2.transport import TMemoryBuffer, TTransportException
+
+from stormpy import auth
+from stormpy import config as cfg
 
 from stormpy.nimbus import transitions as tr
 from stormpy.nimbus.core import Nimbus, not_alive
@@ -32,8 +47,31 @@ from stormpy.version import DAEMON_VERSION
 
 log = logging.getLogger(__name__)
 
-MAX_CONNECTIONS = 128
-IDLE_TIMEOUT_SECS = 300.0
+MAX_CONNECTIONS = 256
+IDLE_TIMEOUT_SECS = 30.0
+MAX_BUFFERED_BYTES = 256 * 1024 * 1024
+_UNBUDGETED_FRAME_BYTES = 64 * 1024     # small frames (every call but uploads) need no reservation
+_FRAME_SECS_PER_MIB = 1.0               # a frame must arrive at 1 MiB/s or better after its header
+
+
+class ByteBudget:
+    """Bytes of unfinished frames all connections may buffer together; reservations never wait."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, n: int) -> bool:
+        with self._lock:
+            if self.used + n > self.limit:
+                return False
+            self.used += n
+            return True
+
+    def release(self, n: int) -> None:
+        with self._lock:
+            self.used -= n
 
 
 class NimbusHandler:
@@ -109,7 +147,7 @@ class NimbusHandler:
 
     # ------------------------------------------------------------ reads
     def getNimbusConf(self) -> str:
-        return self.nimbus.conf.to_json()
+        return json.dumps(cfg.redacted(self.nimbus.conf), sort_keys=True)
 
     def getTopologyConf(self, id: str) -> str:  # noqa: A002
         topology_id = self._existing_id(id)
@@ -227,7 +265,7 @@ class NimbusHandler:
         return storm.TopologySummary(id=topology_id, name=base.name, num_tasks=num_tasks,
                                      num_executors=len(executors), num_workers=len(slots),
                                      uptime_secs=max(0, now - int(base.launch_time_secs or now)),
-                                     status=tr.Status(base.status).name)
+                                     status=tr.Status(base.status).name, owner=base.owner)
 
     def getTopologyInfo(self, id: str) -> Any:  # noqa: A002
         topology_id = self._existing_id(id)
@@ -264,20 +302,39 @@ class FrameTooLarge(TTransportException):
 class BoundedFramedTransport:
     """Server-side framed transport: reads one whole frame (bounded) into memory, writes framed."""
 
-    def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
+    def __init__(self, sock: socket.socket, max_frame_bytes: int, idle_timeout_secs: float = IDLE_TIMEOUT_SECS,
+                 budget: ByteBudget | None = None) -> None:
         self.sock = sock
         self.max_frame_bytes = max_frame_bytes
+        self.idle_timeout_secs = idle_timeout_secs
+        self.budget = budget
+        self._reserved = 0
         self._rbuf = BytesIO()
         self._wbuf = BytesIO()
         self._may_start_frame = True
+        self.busy = False                   # between a complete frame and the reply being sent
+        self.last_active = time.monotonic()
 
     def begin_message(self) -> None:
         """Called before each request: only now may a new frame be read (one message per frame)."""
         self._may_start_frame = True
+        self._release()
+        self.busy = False
+        self.last_active = time.monotonic()
 
-    def _read_exact(self, size: int) -> bytes:
+    def _release(self) -> None:
+        if self._reserved and self.budget is not None:
+            self.budget.release(self._reserved)
+        self._reserved = 0
+
+    def _read_exact(self, size: int, deadline: float) -> bytes:
         chunks, remaining = [], size
         while remaining:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TTransportException(TTransportException.TIMED_OUT,
+                                          f"frame not complete in time ({size - remaining} of {size} bytes)")
+            self.sock.settimeout(min(self.idle_timeout_secs, left))
             data = self.sock.recv(min(remaining, 1 << 16))
             if not data:
                 raise TTransportException(TTransportException.END_OF_FILE, "peer closed the connection")
@@ -293,12 +350,22 @@ class BoundedFramedTransport:
             # A message claims more bytes than its frame holds: garbage, not a reason to wait.
             raise TTransportException(TTransportException.UNKNOWN, "message longer than its frame")
         self._may_start_frame = False
-        (frame_size,) = struct.unpack("!i", self._read_exact(4))
+        (frame_size,) = struct.unpack("!i", self._read_exact(4, time.monotonic() + self.idle_timeout_secs))
         if frame_size < 1 or frame_size > self.max_frame_bytes:
             raise FrameTooLarge(TTransportException.UNKNOWN,
                                 f"frame of {frame_size} bytes refused (limit nimbus.thrift.max_buffer_size="
                                 f"{self.max_frame_bytes})")
-        self._rbuf = BytesIO(self._read_exact(frame_size))
+        if frame_size > _UNBUDGETED_FRAME_BYTES and self.budget is not None:
+            if not self.budget.reserve(frame_size):
+                raise FrameTooLarge(TTransportException.UNKNOWN,
+                                    f"frame of {frame_size} bytes refused: Nimbus already buffers "
+                                    f"{self.budget.used} bytes of unfinished frames "
+                                    f"(nimbus.thrift.max.buffered.bytes={self.budget.limit})")
+            self._reserved = frame_size
+        self.last_active = time.monotonic()
+        deadline = self.last_active + self.idle_timeout_secs + _FRAME_SECS_PER_MIB * frame_size / (1 << 20)
+        self._rbuf = BytesIO(self._read_exact(frame_size, deadline))
+        self.busy = True
         return self._rbuf.read(size)
 
     def write(self, data: bytes) -> None:
@@ -309,8 +376,16 @@ class BoundedFramedTransport:
         self.sock.sendall(struct.pack("!i", len(out)) + out)
 
     def close(self) -> None:
+        self._release()
         try:
             self.sock.close()
+        except OSError:
+            pass
+
+    def evict(self) -> None:
+        """From another thread: wake this connection's blocked read so its thread ends."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
 
@@ -340,11 +415,20 @@ class SafeProcessor(TProcessor):
 class ThriftServer:
     """Accepts connections on host:port and serves ``handler`` over bounded framed binary."""
 
-    def __init__(self, handler: NimbusHandler, host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(self, handler: Any, host: str, port: int, max_frame_bytes: int,
+                 idle_timeout_secs: float = IDLE_TIMEOUT_SECS, max_connections: int = MAX_CONNECTIONS,
+                 max_buffered_bytes: int = MAX_BUFFERED_BYTES, secret: bytes | None = None) -> None:
         self.processor = SafeProcessor(storm.Nimbus, handler)
+        self.secret = secret       # shared secret: the auth handshake is required when set
         self.host, self.port = host, port
         self.max_frame_bytes = max_frame_bytes
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.idle_timeout_secs = max(0.1, float(idle_timeout_secs))
+        self.max_connections = max(1, int(max_connections))
+        self.budget = ByteBudget(max(int(max_buffered_bytes), max_frame_bytes))
+        self._conns: dict[int, BoundedFramedTransport] = {}
+        self._conns_lock = threading.Lock()
+        self.evicted = 0
+        self.refused = 0
         self._stopped = threading.Event()
         self._sock: socket.socket | None = None
         self._thread = threading.Thread(target=self._accept_loop, name="nimbus-thrift", daemon=True)
@@ -380,17 +464,79 @@ class ThriftServer:
                 if not self._stopped.is_set():
                     log.warning("accept failed: %s", exc)
                 continue
-            if not self._slots.acquire(blocking=False):
-                log.warning("refusing connection from %s: %d connections already open", peer, MAX_CONNECTIONS)
+            trans = BoundedFramedTransport(conn, self.max_frame_bytes, self.idle_timeout_secs, self.budget)
+            if not self._admit(trans, peer):
                 conn.close()
                 continue
-            threading.Thread(target=self._serve, args=(conn, peer), name=f"nimbus-conn-{peer[1]}",
+            threading.Thread(target=self._serve, args=(trans, peer), name=f"nimbus-conn-{peer[1]}",
                              daemon=True).start()
 
-    def _serve(self, conn: socket.socket, peer: Any) -> None:
-        conn.settimeout(IDLE_TIMEOUT_SECS)
-        trans = BoundedFramedTransport(conn, self.max_frame_bytes)
+    def _admit(self, trans: BoundedFramedTransport, peer: Any) -> bool:
+        """Register a new connection; at the cap, close the longest-idle one or refuse this one."""
+        with self._conns_lock:
+            if len(self._conns) >= self.max_connections:
+                idle = [t for t in self._conns.values() if not t.busy]
+                if not idle:
+                    self.refused += 1
+                    log.warning("refusing connection from %s: %d connections open and all busy",
+                                peer, len(self._conns))
+                    return False
+                victim = min(idle, key=lambda t: t.last_active)
+                del self._conns[id(victim)]
+                self.evicted += 1
+                if self.evicted <= 10 or self.evicted % 100 == 0:
+                    log.warning("%d Thrift connections open (nimbus.thrift.max.connections): closing the "
+                                "one idle longest (%.1fs) for %s (%d closed so far)", self.max_connections,
+                                time.monotonic() - victim.last_active, peer, self.evicted)
+                victim.evict()
+            self._conns[id(trans)] = trans
+            return True
+
+    def _authenticate(self, trans: BoundedFramedTransport, peer: Any) -> bool:
+        """The shared-secret handshake; a plain Thrift client gets one clear exception."""
+        sock = trans.sock
+        sock.settimeout(min(self.idle_timeout_secs, auth.HANDSHAKE_TIMEOUT_SECS))
         try:
+            first = trans._read_exact(4, time.monotonic() + auth.HANDSHAKE_TIMEOUT_SECS)
+            if first == auth.MAGIC:
+                assert self.secret is not None
+                auth.server_handshake(sock, self.secret, first)
+                return True
+            self._refuse_unauthenticated(trans, peer, struct.unpack("!i", first)[0])
+        except auth.AuthError as exc:
+            log.warning("refused Thrift connection from %s: %s", peer, exc)
+        except (TTransportException, OSError) as exc:
+            log.debug("connection from %s closed during authentication: %s", peer, exc)
+        return False
+
+    def _refuse_unauthenticated(self, trans: BoundedFramedTransport, peer: Any, frame_size: int) -> None:
+        name, seqid = "?", 0
+        if 0 < frame_size <= _UNBUDGETED_FRAME_BYTES:
+            frame = trans._read_exact(frame_size, time.monotonic() + auth.HANDSHAKE_TIMEOUT_SECS)
+            try:
+                name, _type, seqid = TBinaryProtocol(TMemoryBuffer(frame), strict_read=True,
+                                                     decode_response=True).read_message_begin()
+            except Exception:  # noqa: BLE001 - not Thrift at all: no answer is owed
+                log.warning("refused an unauthenticated connection from %s (not Thrift)", peer)
+                return
+        log.warning("refused an unauthenticated Thrift client from %s (it called %s): "
+                    "storm.thrift.auth.secret.file is set on this Nimbus", peer, name)
+        if frame_size > _UNBUDGETED_FRAME_BYTES:
+            return
+        out = TMemoryBuffer()
+        proto = TBinaryProtocol(out)
+        proto.write_message_begin(name, TMessageType.EXCEPTION, seqid)
+        TApplicationException(TApplicationException.UNKNOWN,
+                              "authentication required: this Nimbus needs the shared secret "
+                              "(set storm.thrift.auth.secret.file in the client's config)").write(proto)
+        proto.write_message_end()
+        data = out.getvalue()
+        trans.sock.sendall(struct.pack("!i", len(data)) + data)
+
+    def _serve(self, trans: BoundedFramedTransport, peer: Any) -> None:
+        try:
+            if self.secret is not None and not self._authenticate(trans, peer):
+                return
             proto = TBinaryProtocol(trans, strict_read=True, decode_response=True)
             while not self._stopped.is_set():
                 self.processor.process(proto, proto)
@@ -403,7 +549,8 @@ class ThriftServer:
                         type(exc).__name__, exc)
         finally:
             trans.close()
-            self._slots.release()
+            with self._conns_lock:
+                self._conns.pop(id(trans), None)
 
 
 def nimbus_summary(host: str, port: int, uptime_secs: int, is_leader: bool) -> Any:

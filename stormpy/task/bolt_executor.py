@@ -22,6 +22,14 @@ from stormpy.task.tuple import Tuple, values_class
 
 log = logging.getLogger(__name__)
 
+# A received batch is handed to the driver in slices; a slice that takes longer than
+# _SLOW_SLICE_SECS shrinks the slice size to what takes about half that (down to one
+# message), a fast one doubles it. Acks and
+# emits are flushed between slices, so a slow bolt (50 ms a tuple) acks as it goes instead of
+# once per 1000-tuple batch, 50 s later, when every tree has timed out.
+_MAX_SLICE = 1 << 16
+_SLOW_SLICE_SECS = 0.1
+
 
 class BoltTask(TaskBase):
     """One bolt task: the component's ``emit``/``ack``/``fail`` land here."""
@@ -33,6 +41,7 @@ class BoltTask(TaskBase):
         self.batch_anchors: list[Any] | None = None
         self.held: dict[int, Tuple] = {}
         self.backlog: list[list[Any]] = []
+        self.backlog_held = 0      # messages of ``backlog`` counted in the executor's ``queued``
         self.auto_anchor = True
         self.driver: Any = None
         self.process_tick: Any = None
@@ -184,6 +193,8 @@ class BoltExecutor(Executor):
         super().__init__(runtime, start, end)
         self.pending_acks: dict[int, int] = {}
         self._dropped: dict[tuple[str, int], int] = {}
+        self.backlog_dropped = 0   # messages for down tasks failed beyond the bound
+        self._slice = _MAX_SLICE
         self.sample_countdown = self.settings.sample_every
         # stream -> {src task -> (component, values class, stats key)}: two dict gets per tuple
         self.by_stream: dict[str, dict[int, tuple[str, type, tuple[str, str]]]] = {}
@@ -288,13 +299,50 @@ class BoltExecutor(Executor):
 
     def _on_messages(self, task: BoltTask, messages: list[Any]) -> None:
         if task.component is None:
-            task.backlog.append(messages)  # processed by the re-created instance
+            self._hold_for_restart(task, messages)
             return
         driver = task.driver
-        try:
-            driver.on_messages(messages)
-        except Exception as exc:
-            self._crash(task, exc, driver.where)
+        step = self._slice
+        if len(messages) <= step:
+            started = time.monotonic()
+            try:
+                driver.on_messages(messages)
+            except Exception as exc:
+                self._crash(task, exc, driver.where)
+                return
+            self._resize_slice(time.monotonic() - started, len(messages))
+            return
+        self._on_slices(task, driver, messages)
+
+    def _on_slices(self, task: BoltTask, driver: Any, messages: list[Any]) -> None:
+        """A batch larger than the current slice: hand it over in slices, flushing in between."""
+        index, n = 0, len(messages)
+        while index < n:
+            step = self._slice
+            part = messages[index:index + step]
+            index += len(part)
+            started = time.monotonic()
+            try:
+                driver.on_messages(part)
+            except Exception as exc:
+                self._crash(task, exc, driver.where)
+                if index < n:
+                    self._hold_for_restart(task, messages[index:])
+                return
+            now = time.monotonic()
+            self._resize_slice(now - started, len(part))
+            if index < n:
+                if self._stop.is_set():
+                    return   # stopping: the rest times out and replays
+                if now - self._last_flush >= self.settings.flush_interval_secs:
+                    self.flush()
+
+    def _resize_slice(self, secs: float, handled: int) -> None:
+        """Aim at slices of about half ``_SLOW_SLICE_SECS`` from the last one's time per message."""
+        if secs > _SLOW_SLICE_SECS:
+            self._slice = max(1, min(self._slice, int(handled * _SLOW_SLICE_SECS / 2 / secs)))
+        elif secs < _SLOW_SLICE_SECS / 4 and self._slice < _MAX_SLICE:
+            self._slice *= 2
 
     def _tick(self, freq: Any) -> None:
         for task in self.tasks.values():
@@ -307,8 +355,46 @@ class BoltExecutor(Executor):
             except Exception as exc:
                 self._crash(task, exc, "process_tick")
 
+    def _hold_for_restart(self, task: BoltTask, messages: list[Any]) -> None:
+        """Keep a batch for the re-created instance; it still counts as queued (backpressure).
+
+        A task that is down (crashed, backing off, or never able to initialize) would
+        otherwise swallow everything upstream sends while the spouts, seeing an empty
+        queue, keep emitting. Held messages stay in ``queued`` until the task is back, so
+        the executor reports itself overloaded; the backlog is capped at the receive
+        buffer size, the oldest batches beyond it failed (their trees replay).
+        """
+        n = len(messages)
+        with self._qlock:
+            self.queued += n
+            if self.queued > self.high_watermark:
+                self.overloaded = True
+        task.backlog.append(messages)
+        task.backlog_held += n
+        limit = self.settings.receive_buffer_size
+        while task.backlog_held > limit and len(task.backlog) > 1:
+            dropped = task.backlog.pop(0)
+            self._release_held(task, len(dropped))
+            self.backlog_dropped += len(dropped)
+            for message in dropped:
+                if type(message) is tuple and len(message) == 4:
+                    try:
+                        task.fail_message(message)
+                    except Exception:  # noqa: BLE001 - a bad message must not stop the bound
+                        log.debug("bolt %s: failing a dropped backlog message raised", self.name, exc_info=True)
+            log.warning("bolt %s task %d is down: dropped (failed) %d queued message(s) beyond the "
+                        "receive buffer of %d", self.component_id, task.task_id, len(dropped), limit)
+
+    def _release_held(self, task: BoltTask, n: int) -> None:
+        task.backlog_held -= n
+        with self._qlock:
+            self.queued -= n
+            if self.overloaded and self.queued < self.low_watermark:
+                self.overloaded = False
+
     def _after_restart(self, task: BoltTask) -> None:
         backlog, task.backlog = task.backlog, []
+        self._release_held(task, task.backlog_held)
         for messages in backlog:
             self._on_messages(task, messages)
 

@@ -162,6 +162,7 @@ class Executor:
         self._stop_reason = ""
         self._started = threading.Event()
         self.thread: threading.Thread | None = None
+        self.loop_restarts = 0     # framework errors that restarted the loop (never silent)
 
     # ------------------------------------------------------------ other threads
     def enqueue(self, task_id: int | None, messages: Any) -> None:
@@ -217,12 +218,50 @@ class Executor:
                 self._start_task(task)
             self._setup_timers(now)
             self._started.set()
-            self._loop()
-        except Exception:
-            log.exception("executor %s died", self.name)
+            self._run_loop()
+        except Exception as exc:
+            log.exception("executor %s died while starting", self.name)
+            self._framework_error(None, exc, "executor start")
         finally:
             self._started.set()
             self._shutdown()
+
+    def _run_loop(self) -> None:
+        """Run the loop until stop; a framework exception restarts it, never ends the thread.
+
+        User code is guarded where it is called; this catches what escapes the framework
+        itself (a bug, a message of a shape nothing expected). It is reported as an error
+        of every task of the executor, the tasks are re-created as after a crash, and the
+        loop resumes after the restart backoff.
+        """
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                self._loop()
+                return
+            except Exception as exc:
+                failures += 1
+                self.loop_restarts += 1
+                log.exception("executor %s: framework error in its loop (restart #%d)", self.name, failures)
+                for task in list(self.tasks.values()):
+                    self._framework_error(task, exc, "executor loop")
+                self._stop.wait(min(self.settings.restart_backoff_secs * (2 ** min(failures, 8)),
+                                    _MAX_BACKOFF_SECS))
+
+    def _framework_error(self, task: TaskBase | None, exc: BaseException, where: str) -> None:
+        """Framework code raised for ``task``: report it and restart the task like a user crash."""
+        if task is None:
+            for task_id in self.task_ids:
+                self.report_error(task_id, f"{where}: " + "".join(traceback.format_exception(exc)))
+            return
+        if task.component is None:
+            # Already down (a restart is scheduled): report only.
+            self.report_error(task.task_id, f"{where}: " + "".join(traceback.format_exception(exc)))
+            return
+        try:
+            self._crash(task, exc, where)
+        except Exception:
+            log.exception("executor %s: handling a framework error of task %d failed", self.name, task.task_id)
 
     def add_timer(self, interval: float, fn: Callable[[], None], name: str) -> Timer:
         timer = Timer(interval, fn, name, time.monotonic())
@@ -260,7 +299,10 @@ class Executor:
         if task is None:
             log.warning("executor %s: messages for unknown task %s dropped", self.name, task_id)
             return
-        self._on_messages(task, payload)
+        try:
+            self._on_messages(task, payload)
+        except Exception as exc:  # framework code, not the component: user code is guarded inside
+            self._framework_error(task, exc, "receive (framework)")
 
     def _on_messages(self, task: Any, messages: list[Any]) -> None:
         raise RuntimeError("executor subclasses handle messages")

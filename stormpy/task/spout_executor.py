@@ -10,6 +10,17 @@ subscribers) a tracked emit is acked as soon as ``next_tuple`` returns.
 ``next_tuple`` is called only while the topology is active, the task has fewer than
 ``topology.max.spout.pending`` trees in flight, and no receiver in the runtime (or a remote
 worker, through ``set_remote_backpressure``) is over its high watermark.
+
+When ``topology.max.spout.pending`` is unset (Storm: unbounded) and trees are tracked, the cap
+adapts instead (``_adapt``, once a second): it starts at 256, halves when trees time out,
+shrinks while the average complete latency is above half the message timeout, and grows (x2
+below a tenth of the timeout, else x1.5) only while the spout is held by the cap, latency is
+below a quarter of the timeout, and the
+acked rate times that quarter (Little's law: the in-flight count that keeps latency there)
+allows it. A slow bolt then gets a queue it can work through before tuples time out, instead
+of a queue of tuples that can only time out and replay (throughput falling to zero). The cap
+and the time spent throttled are the executor metrics ``max_spout_pending`` and
+``throttled_ms``.
 """
 from __future__ import annotations
 
@@ -27,6 +38,10 @@ log = logging.getLogger(__name__)
 
 _NEXT_TUPLE_ROUNDS = 64
 _TIMEOUT_BUCKETS = 3
+_ADAPTIVE_START = 256
+_ADAPTIVE_MIN = 8
+_ADAPTIVE_MAX = 50000
+_ADAPT_SECS = 1.0
 
 
 class SpoutTask(TaskBase):
@@ -60,6 +75,18 @@ class SpoutExecutor(Executor):
     def __init__(self, runtime: Any, start: int, end: int) -> None:
         super().__init__(runtime, start, end)
         self.active = False
+        settings = self.settings
+        self.adaptive = (settings.max_spout_pending == 0 and self.num_ackers > 0
+                         and settings.message_timeouts_enabled)
+        #: trees in flight per task before next_tuple is held back; 0: unbounded
+        self.pending_cap = _ADAPTIVE_START if self.adaptive else settings.max_spout_pending
+        self._capped = False          # the cap held a task back since the last _adapt
+        self._capped_round = False    # ... in this round of the loop
+        self._expired = 0             # trees timed out since the last _adapt
+        self._acks = 0
+        self._latency_sum = 0.0       # seconds, acks since the last _adapt
+        self.flow: dict[str, float] = {"throttled_ms": 0.0, "max_spout_pending": float(self.pending_cap)}
+        self.stats.metric_sources.append(self.flow)
 
     def pending_count(self) -> int:
         return sum(len(t.pending_live) for t in list(self.tasks.values()))
@@ -95,6 +122,8 @@ class SpoutExecutor(Executor):
                 self._crash(task, exc, "activate")
 
     def _setup_timers(self, now: float) -> None:
+        if self.adaptive:
+            self.add_timer(_ADAPT_SECS, self._adapt, "adapt-pending")
         if self.settings.message_timeouts_enabled and self.num_ackers:
             self.add_timer(self.settings.message_timeout_secs / (_TIMEOUT_BUCKETS - 1), self._expire, "timeouts")
         elif self.num_ackers:
@@ -121,6 +150,8 @@ class SpoutExecutor(Executor):
                     tup_id, started, out_stream = entry
                     acked[out_stream] += 1
                     add_latency(complete, out_stream, (now - started) * 1000.0)
+                    self._acks += 1
+                    self._latency_sum += now - started
                     component = task.component
                     if component is None:
                         continue
@@ -161,10 +192,34 @@ class SpoutExecutor(Executor):
     def _expire(self) -> None:
         for task in self.tasks.values():
             expired = task.pending.rotate()
+            self._expired += len(expired)
             if expired:
                 log.debug("spout %s task %d: %d tuple trees timed out", self.component_id, task.task_id, len(expired))
             for _root, entry in expired:
                 self._failed(task, entry)
+
+    def _adapt(self) -> None:
+        """Adjust the adaptive pending cap from the last second's acks and timeouts."""
+        timeout = self.settings.message_timeout_secs
+        cap = self.pending_cap
+        avg = self._latency_sum / self._acks if self._acks else None
+        if self._expired:
+            cap = cap // 2
+        elif avg is not None and avg > timeout * 0.5:
+            cap = int(cap * 0.75)
+        elif self._capped and avg is not None and avg < timeout * 0.25:
+            rate = self._acks / _ADAPT_SECS / max(1, len(self.tasks))
+            factor = 2.0 if avg < timeout * 0.1 else 1.5
+            cap = max(cap, min(int(cap * factor) + 1, int(rate * timeout * 0.25)))
+        cap = min(max(cap, _ADAPTIVE_MIN), _ADAPTIVE_MAX)
+        if cap != self.pending_cap:
+            log.debug("spout %s: pending cap %d -> %d (avg complete latency %s s, %d timed out)",
+                      self.name, self.pending_cap, cap, None if avg is None else round(avg, 3), self._expired)
+        self.pending_cap = cap
+        self.flow["max_spout_pending"] = float(cap)
+        self._capped = False
+        self._expired = self._acks = 0
+        self._latency_sum = 0.0
 
     def _compact_pending(self) -> None:
         for task in self.tasks.values():
@@ -180,7 +235,7 @@ class SpoutExecutor(Executor):
     # ------------------------------------------------------------ loop
     def _next_tuples(self) -> int:
         emitted = 0
-        max_pending = self.settings.max_spout_pending
+        max_pending = self.pending_cap
         for task in self.tasks.values():
             if task.component is None:
                 continue
@@ -188,6 +243,7 @@ class SpoutExecutor(Executor):
             next_tuple = task.next_tuple
             for _ in range(_NEXT_TUPLE_ROUNDS):
                 if max_pending and len(pending) >= max_pending:
+                    self._capped = self._capped_round = True
                     break
                 before = task.emit_count
                 try:
@@ -223,8 +279,11 @@ class SpoutExecutor(Executor):
             if now >= next_timer:
                 next_timer = now + min(self._run_timers(now), 0.05)
             emitted = 0
-            if self.active and not runtime.is_overloaded():
+            self._capped_round = False
+            overloaded = self.active and runtime.is_overloaded()
+            if self.active and not overloaded:
                 emitted = self._next_tuples()
+            throttled = overloaded or self._capped_round
             now = time.monotonic()
             if outbox and (not emitted or now - self._last_flush >= flush_secs):
                 self.flush()
@@ -234,5 +293,8 @@ class SpoutExecutor(Executor):
                 try:
                     item = queue.get(timeout=timeout)
                 except Empty:
-                    continue
-                self._take(item)
+                    item = None
+                if throttled:
+                    self.flow["throttled_ms"] += (time.monotonic() - now) * 1000.0
+                if item is not None:
+                    self._take(item)

@@ -53,7 +53,7 @@ def component_kind(cls: type) -> str:
     raise invalid(f"component class {cls.__qualname__} is neither a Spout nor a Bolt")
 
 
-def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = None) -> Any:
+def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = None, strict: bool = True) -> Any:
     try:
         streams = normalize_outputs(spec.outputs)
     except (TypeError, ValueError) as exc:
@@ -84,7 +84,8 @@ def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = 
     return storm.ComponentCommon(
         inputs=inputs,
         streams={sid: storm.StreamInfo(output_fields=list(s.fields), direct=s.direct) for sid, s in streams.items()},
-        parallelism_hint=_par(spec, environment),
+        parallelism_hint=_par(spec, environment) if strict or environment is not None
+        or not isinstance(spec.par, Mapping) else dict(spec.par),
         json_conf=json_conf,
     )
 
@@ -102,8 +103,13 @@ def _par(spec: ComponentSpec, environment: str | None) -> int:
         raise invalid(str(exc)) from None
 
 
-def _component_object(spec: ComponentSpec) -> Any:
-    """A ShellComponent for ShellBolt/ShellSpout specs, else the PythonObject naming the class."""
+def _component_object(spec: ComponentSpec, strict: bool = True) -> Any:
+    """A ShellComponent for ShellBolt/ShellSpout specs, else the PythonObject naming the class;
+    a JVM component is refused, or (``strict=False``) shown as its JavaObject / serialized bytes."""
+    if spec.java is not None and not strict:
+        if isinstance(spec.java_object, bytes):
+            return storm.ComponentObject(serialized_java=spec.java_object)
+        return storm.ComponentObject(java_object=spec.java_object)
     if spec.java is not None:
         raise invalid(f"component {spec.name!r} is a {spec.java}: JVM components cannot run in a stormpy "
                       "worker (stormpy runs Python classes and multilang ShellBolt/ShellSpout commands)")
@@ -126,10 +132,13 @@ def _serialized(spec: ComponentSpec) -> bytes | None:
 
 
 def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | None = None,
-                     environment: str | None = None) -> Any:
+                     environment: str | None = None, strict: bool = True) -> Any:
     """Build the StormTopology struct; raises InvalidTopologyException for malformed specs.
 
     ``environment`` picks the entry of streamparse-style ``par={"prod": 5, "beta": 1}`` dicts.
+    ``strict=False`` builds what streamparse's ``Topology.thrift_topology`` shows instead of
+    refusing what stormpy cannot run: a dict ``par`` stays a dict, JavaBolt/JavaSpout specs
+    become their JavaObject or serialized bytes (local start and submit stay strict).
     """
     compiler = getattr(topology_cls, "compile_storm_topology", None)
     if compiler is not None:  # a TridentTopology builds its own graph of framework components
@@ -145,8 +154,8 @@ def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | Non
     spouts: dict[str, Any] = {}
     bolts: dict[str, Any] = {}
     for spec in specs:
-        obj = _component_object(spec)
-        common = _common(spec, ids, environment)
+        obj = _component_object(spec, strict)
+        common = _common(spec, ids, environment, strict)
         if (spec.kind or component_kind(spec.component_cls)) == "spout":
             spouts[spec.name] = storm.SpoutSpec(spout_object=obj, common=common)
         else:

@@ -236,6 +236,7 @@ class ComponentSpec:
                             "subclasses can be components of a topology")
         self.shell = shell
         self.java = java
+        self.java_object: Any = None     # JavaObject or serialized bytes (set by JavaBolt/JavaSpout.spec)
         self.outputs = component_cls.outputs if outputs is None and hasattr(component_cls, "outputs") else outputs
         if isinstance(self.outputs, str):
             raise TypeError(f"outputs of {component_cls.__name__} must be a list of field names or of "
@@ -372,6 +373,8 @@ class TopologyType(type):
         cls._own_specs = own
         cls.specs = specs + own
         check_specs(name, cls.specs)
+        if not any(spec.kind == "spout" for spec in cls.specs) and not _builds_own_graph(cls, namespace):
+            raise ValueError(f"{name}: a Topology requires at least one Spout")
         for spec in own:
             spec.inputs = normalized_inputs(spec)
         return cls
@@ -388,10 +391,24 @@ class TopologyType(type):
 
     @property
     def thrift_topology(cls) -> Any:
-        """streamparse's ``Topology.thrift_topology``: the compiled ``StormTopology`` struct."""
-        from stormpy.topology.compile import compile_topology
+        """streamparse's ``Topology.thrift_topology``: the ``StormTopology`` struct as streamparse
+        shows it (a dict ``par`` stays a dict, JavaBolt/JavaSpout as their Java objects), built on
+        first use and kept, so changes to it stick as in streamparse (``Topology.read`` replaces it).
+        """
+        cached = cls.__dict__.get("_thrift_topology")
+        if cached is None:
+            from stormpy.topology.compile import compile_topology
 
-        return compile_topology(cls)
+            cached = compile_topology(cls, strict=False)
+            cls._thrift_topology = cached
+        return cached
+
+
+def _builds_own_graph(cls: type, namespace: Mapping[str, Any]) -> bool:
+    """Classes that need no spout specs: the DSL's base, abstract bases (``_base_topology_class``),
+    and Trident topologies (they compile their own graph of framework components)."""
+    return not cls.__mro__[1:-1] or namespace.get("_base_topology_class", False) \
+        or callable(getattr(cls, "compile_storm_topology", None))
 
 
 class Topology(metaclass=TopologyType):
@@ -413,3 +430,26 @@ class Topology(metaclass=TopologyType):
                 fh.write(data)
         else:
             stream.write(data)
+
+    @classmethod
+    def read(cls, stream: Any) -> None:
+        """streamparse's ``Topology.read``: replace this class's ``thrift_topology`` with one
+        read (Thrift binary protocol) from a path or a binary file object. As in streamparse,
+        ``specs`` becomes empty: Python specs cannot be rebuilt from Thrift."""
+        from thriftpy2.protocol import TBinaryProtocolFactory
+        from thriftpy2.utils import deserialize
+
+        if isinstance(stream, str):
+            with open(stream, "rb") as fh:
+                data = fh.read()
+        else:
+            data = stream.read()
+        cls._thrift_topology = deserialize(storm.StormTopology(), data, TBinaryProtocolFactory())
+        cls.specs = []
+
+    @classmethod
+    def to_flux_dict(cls, name: str) -> dict[str, Any]:
+        """streamparse's ``Topology.to_flux_dict``: the dict Storm's Flux reads (see ``flux.py``)."""
+        from stormpy.topology.flux import to_flux_dict
+
+        return to_flux_dict(cls, name)

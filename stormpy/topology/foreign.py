@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy.task.component import Component
+from stormpy.thrift import storm
 from stormpy.topology.dsl import ComponentSpec
 
 
@@ -27,21 +28,43 @@ def _shell_spec(cls: type, kind: str, name: str | None, command: str | None, scr
                          kind=kind, shell=(command, script))
 
 
+def to_java_arg(arg: Any) -> Any:
+    """streamparse's ``to_java_arg``: a basic Python value as a Thrift ``JavaObjectArg``."""
+    if isinstance(arg, bool):
+        return storm.JavaObjectArg(bool_arg=arg)
+    if isinstance(arg, int):
+        return storm.JavaObjectArg(long_arg=arg)     # Python has one int: Java's long
+    if isinstance(arg, bytes):
+        return storm.JavaObjectArg(binary_arg=arg)
+    if isinstance(arg, str):
+        return storm.JavaObjectArg(string_arg=arg)
+    if isinstance(arg, float):
+        return storm.JavaObjectArg(double_arg=arg)
+    raise TypeError(f"only basic data types can be arguments to a JavaObject constructor, given {arg!r}")
+
+
 def _java_spec(cls: type, kind: str, name: str | None, serialized_java: bytes | None,
                full_class_name: str | None, args_list: Any, inputs: Any, par: Any,
                config: Mapping[str, Any] | None, outputs: Any) -> ComponentSpec:
+    """The spec keeps the Java object (``thrift_topology`` shows it, as in streamparse); local
+    start and submit refuse it."""
+    java_object: Any
     if serialized_java is not None:
         if not isinstance(serialized_java, bytes):
             raise TypeError("serialized_java must be bytes or None")
-        what = f"{cls.__name__} (serialized Java)"
+        what, java_object = f"{cls.__name__} (serialized Java)", serialized_java
     else:
         if not full_class_name:
             raise ValueError("full_class_name is required")
         if args_list is None:
             raise TypeError("args_list must not be None")
         what = f"{cls.__name__} ({full_class_name})"
-    return ComponentSpec(cls, name=name, inputs=inputs, par=par, config=config, outputs=outputs or [],
+        java_object = storm.JavaObject(full_class_name=full_class_name,
+                                       args_list=[to_java_arg(arg) for arg in args_list])
+    spec = ComponentSpec(cls, name=name, inputs=inputs, par=par, config=config, outputs=outputs or [],
                          kind=kind, java=what)
+    spec.java_object = java_object
+    return spec
 
 
 class ShellBolt(Component):

@@ -38,11 +38,84 @@ def parse_json_conf(text: str | None, what: str = "topology config") -> dict[str
         return {}
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise invalid(f"{what} is nested too deeply") from None
     except (TypeError, ValueError) as exc:
         raise invalid(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise invalid(f"{what} must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of a JSON value (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            continue
+        deepest = max(deepest, depth + 1)
+        stack.extend((child, depth + 1) for child in item)
+    return deepest
+
+
+def check_conf_limits(text: str | None, what: str, max_bytes: int, max_depth: int) -> None:
+    """A conf above ``nimbus.topology.conf.max.bytes`` or nested deeper than
+    ``nimbus.topology.conf.max.depth`` is refused before it is parsed into anything lasting
+    (it would be copied to every worker and re-read on every heartbeat)."""
+    if not text:
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise invalid(f"{what} is {size} bytes; the limit is {max_bytes} (nimbus.topology.conf.max.bytes)")
+    depth = json_depth(parse_json_conf(text, what))
+    if depth > max_depth:
+        raise invalid(f"{what} is nested {depth} levels deep; the limit is {max_depth} "
+                      "(nimbus.topology.conf.max.depth)")
+
+
+def check_topology_limits(topology: Any, json_conf: str | None, conf: Mapping[str, Any]) -> None:
+    """Nimbus's size limits, checked before anything is written (issue 10, items 5 and 7).
+
+    ``conf`` is Nimbus's config: ``nimbus.executors.perTopology`` caps executors (tasks at ten
+    times that: a task costs a worker memory and a ZooKeeper heartbeat entry),
+    ``nimbus.slots.perTopology`` workers, and the conf keys size and depth of the topology's
+    and each component's JSON config. Without them a huge topology held Nimbus's lock while
+    ZooKeeper refused its assignment (jute.maxbuffer).
+    """
+    max_bytes = int(conf.get(cfg.NIMBUS_TOPOLOGY_CONF_MAX_BYTES.name) or cfg.NIMBUS_TOPOLOGY_CONF_MAX_BYTES.default)
+    max_depth = int(conf.get(cfg.NIMBUS_TOPOLOGY_CONF_MAX_DEPTH.name) or cfg.NIMBUS_TOPOLOGY_CONF_MAX_DEPTH.default)
+    max_executors = int(conf.get(cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.name) or cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.default)
+    max_slots = int(conf.get(cfg.NIMBUS_SLOTS_PER_TOPOLOGY.name) or cfg.NIMBUS_SLOTS_PER_TOPOLOGY.default)
+    check_conf_limits(json_conf, "topology config", max_bytes, max_depth)
+    if topology is None:
+        return
+    executors = tasks = 0
+    for cid, (_kind, spec) in components(topology).items():
+        common = spec.common
+        if common is None:
+            continue
+        check_conf_limits(common.json_conf, f"config of component {cid!r}", max_bytes, max_depth)
+        par = common.parallelism_hint or 1
+        comp_tasks = parse_json_conf(common.json_conf, f"config of component {cid!r}").get("topology.tasks")
+        executors += max(1, int(par)) if isinstance(par, int) else 1
+        tasks += comp_tasks if isinstance(comp_tasks, int) and comp_tasks > 0 else max(1, int(par or 1))
+    if executors > max_executors:
+        raise invalid(f"topology has {executors} executors; the limit is {max_executors} "
+                      "(nimbus.executors.perTopology)")
+    if tasks > 10 * max_executors:
+        raise invalid(f"topology has {tasks} tasks; the limit is {10 * max_executors} "
+                      "(10 x nimbus.executors.perTopology)")
+    user_conf = parse_json_conf(json_conf)
+    workers = user_conf.get(cfg.TOPOLOGY_WORKERS.name)
+    if isinstance(workers, int) and workers > max_slots:
+        raise invalid(f"topology asks for {workers} workers; the limit is {max_slots} (nimbus.slots.perTopology)")
+    ackers = user_conf.get(cfg.TOPOLOGY_ACKER_EXECUTORS.name)
+    if isinstance(ackers, int) and executors + ackers > max_executors:
+        raise invalid(f"topology has {executors} executors and {ackers} ackers; the limit is {max_executors} "
+                      "(nimbus.executors.perTopology)")
 
 
 def components(topology: Any) -> dict[str, tuple[str, Any]]:
@@ -72,11 +145,21 @@ def _check_component(cid: str, kind: str, spec: Any) -> None:
     if obj is not None and obj.serialized_java is not None:
         raise invalid(f"component {cid!r} is a serialized Java object: JVM components cannot run in a "
                       "stormpy worker")
+    if obj is not None and getattr(obj, "java_object", None) is not None:
+        raise invalid(f"component {cid!r} is a JavaObject ({obj.java_object.full_class_name}): JVM components "
+                      "cannot run in a stormpy worker")
     shell = getattr(obj, "shell", None) if obj is not None else None
     py = getattr(obj, "python_object", None) if obj is not None else None
     if shell is not None:
         if not shell.execution_command:
             raise invalid(f"component {cid!r} is a ShellComponent without execution_command")
+    elif py is not None and py.class_name and ":" not in py.class_name and py.serialized is None:
+        # Storm's ComponentObject field 3 is a JavaObject (full_class_name first), stormpy's is
+        # PythonObject: a JavaBolt/JavaSpout sent by a Storm client (streamparse's `sparse
+        # submit`) arrives here as a PythonObject holding the Java class name.
+        raise invalid(f"component {cid!r} names {py.class_name!r}, not a Python 'module:Class': a JVM "
+                      "component (Storm's JavaObject, streamparse's JavaBolt/JavaSpout) cannot run in a "
+                      "stormpy worker")
     elif py is None or ":" not in (py.class_name or ""):
         raise invalid(f"component {cid!r} must name its Python class as 'module:Class'")
     common = spec.common

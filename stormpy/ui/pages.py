@@ -139,7 +139,8 @@ def _window_links(href: Any, current: str) -> Html:
 
 def _actions(doc: Mapping[str, Any]) -> Html:
     """Buttons that POST to the API (``/static/ui.js`` asks for confirmation and sends them)."""
-    data = f'data-topology-id="{esc(doc["id"])}" data-topology-name="{esc(doc["name"])}"'
+    data = (f'data-topology-id="{esc(doc["id"])}" data-topology-name="{esc(doc["name"])}" '
+            f'data-csrf-token="{esc(doc.get("antiForgeryToken") or "")}"')
     wait = doc.get("msgTimeout") or 30
     status = doc.get("status")
     forms = [
@@ -324,7 +325,8 @@ function stormAction(form) {
   }
   if (!window.confirm("Do you really want to " + action + " topology '" + name + "'?")) { return; }
   var out = document.getElementById("action-result");
-  fetch(url, {method: "POST", headers: {"Content-Type": "application/json"}, body: body})
+  fetch(url, {method: "POST", headers: {"Content-Type": "application/json",
+                                        "X-CSRF-Token": form.dataset.csrfToken || ""}, body: body})
     .then(function (resp) { return resp.json().then(function (doc) { return {ok: resp.ok, doc: doc}; }); })
     .then(function (res) {
       out.className = res.ok ? "" : "error";

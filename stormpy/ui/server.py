@@ -12,9 +12,14 @@ main thread waits for SIGTERM/SIGINT, because ``server.shutdown()`` blocks until
 """
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
 import json
 import logging
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -27,8 +32,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from thriftpy2.transport import TTransportException
 
 import stormpy
-from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT,
-                            UI_TIMESERIES_SAMPLE_SECS, Config)
+from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_AUTH_ENABLE, UI_HOST,
+                            UI_PORT, UI_TIMESERIES_SAMPLE_SECS, UI_USERS_FILE, Config, redacted)
 from stormpy.daemon_guard import local_dir_lock
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
@@ -66,6 +71,7 @@ class Request:
     params: dict[str, str]
     query: dict[str, str]
     body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,30 @@ class Route:
     pattern: re.Pattern[str]
     handler: Callable[[Request], Any]
     kind: str                        # "api" -> JSON, "page" -> HTML
+
+
+def _load_logins(conf: Config) -> dict[str, bytes]:
+    """``user -> password`` from ``ui.users.file`` (``user:password`` lines), else ``* -> shared secret``."""
+    from stormpy.auth import read_secret
+
+    path = conf.get(UI_USERS_FILE)
+    if path:
+        try:
+            lines = open(str(path), encoding="utf-8").read().splitlines()
+        except OSError as exc:
+            raise UserError(f"cannot read ui.users.file {path}: {exc.strerror or exc}") from None
+        logins = {}
+        for line in lines:
+            user, sep, password = line.strip().partition(":")
+            if sep and user and password and not user.startswith("#"):
+                logins[user] = password.encode()
+        if not logins:
+            raise UserError(f"ui.users.file {path} holds no 'user:password' line")
+        return logins
+    secret = read_secret(conf)
+    if secret is None:
+        raise UserError("ui.auth.enable needs ui.users.file or storm.thrift.auth.secret.file")
+    return {"*": secret}
 
 
 def _default_connect(conf: Config) -> AbstractContextManager[Any]:
@@ -96,6 +126,10 @@ class UIApp:
         self.conf = conf
         self._connect = connect or _default_connect
         self._clock = clock
+        # Signs the per-topology anti-forgery tokens (Storm's ``antiForgeryToken``); a new one per
+        # UI process, so tokens from an earlier run stop working.
+        self._csrf_key = secrets.token_bytes(32)
+        self._logins = _load_logins(conf) if conf.get(UI_AUTH_ENABLE) else None
         self.history = history if history is not None else History()
         self.sampler = Sampler(self.history, lambda: self._connect(self.conf),
                                float(conf[UI_TIMESERIES_SAMPLE_SECS]))
@@ -133,10 +167,13 @@ class UIApp:
         try:
             route, params = self._match(method, url.path)
             kind = route.kind
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            request = Request(params, query, body, headers)
             if method == "POST":
                 self._check_origin(headers)
-            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-            result = route.handler(Request(params, query, body))
+                self._check_login(headers)
+                self._check_csrf(request)   # every POST route is an action on one topology
+            result = route.handler(request)
         except api.ApiError as exc:
             if exc.status >= 500:
                 log.warning("%s %s -> %d: %s", method, url.path, exc.status, exc.message)
@@ -166,16 +203,58 @@ class UIApp:
     @staticmethod
     def _check_origin(headers: Mapping[str, str]) -> None:
         """Refuse POSTs a browser sends from another site (a page elsewhere killing topologies).
-        Browsers always send Origin on cross-origin POSTs; curl and scripts send none."""
+
+        A first line only: browsers send Origin on cross-origin POSTs, and ``null`` from
+        sandboxed frames and data: URLs, which is refused too. The anti-forgery token
+        (``csrf_token``) is what every mutating action must carry."""
         origin, host = headers.get("Origin"), headers.get("Host")
-        if origin and origin != "null" and urlsplit(origin).netloc != host:
+        if origin is not None and (origin.strip().lower() == "null" or urlsplit(origin).netloc != host):
             raise api.ApiError(403, "Forbidden", f"cross-origin request from {origin} refused")
+        if (headers.get("Sec-Fetch-Site") or "").lower() == "cross-site":
+            raise api.ApiError(403, "Forbidden", "cross-site request refused")
+
+    def logged_in(self, headers: Mapping[str, str]) -> bool:
+        """True when UI login is off, or the request carries a valid HTTP basic login."""
+        if self._logins is None:
+            return True
+        value = headers.get("Authorization") or ""
+        scheme, _, encoded = value.partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        if not sep:
+            return False
+        expected = self._logins.get(user, self._logins.get("*"))
+        return expected is not None and hmac.compare_digest(password.encode(), expected)
+
+    def _check_login(self, headers: Mapping[str, str]) -> None:
+        if not self.logged_in(headers):
+            log.warning("ui: refused a POST without a valid login (ui.auth.enable is on)")
+            raise api.ApiError(401, "Unauthorized", "this action needs a login (ui.auth.enable is on)")
+
+    def csrf_token(self, topology_id: str) -> str:
+        """The anti-forgery token for actions on ``topology_id``: served only in that topology's
+        JSON and page (which other sites cannot read), sent back as ``X-CSRF-Token``."""
+        return hmac.new(self._csrf_key, b"csrf:" + topology_id.encode(), hashlib.sha256).hexdigest()
+
+    def _check_csrf(self, req: Request) -> None:
+        topology_id = req.params.get("id") or ""
+        sent = req.headers.get("X-CSRF-Token") or ""
+        if not topology_id or not hmac.compare_digest(sent.encode(), self.csrf_token(topology_id).encode()):
+            log.warning("ui: refused a POST on topology %r without a valid X-CSRF-Token", topology_id)
+            raise api.ApiError(403, "Forbidden", "missing or wrong X-CSRF-Token: take the antiForgeryToken "
+                                                 "of GET /api/v1/topology/<id> and send it as X-CSRF-Token")
 
     @staticmethod
     def _error(kind: str, exc: api.ApiError) -> Response:
+        headers = {"WWW-Authenticate": 'Basic realm="stormpy", charset="UTF-8"'} if exc.status == 401 else {}
         if kind == "api":
-            return Response(exc.status, JSON_TYPE, json.dumps(exc.to_json(), indent=1).encode())
-        return Response(exc.status, HTML_TYPE, pages.render_error(exc.status, exc.error, exc.message).encode())
+            return Response(exc.status, JSON_TYPE, json.dumps(exc.to_json(), indent=1).encode(), headers)
+        return Response(exc.status, HTML_TYPE, pages.render_error(exc.status, exc.error, exc.message).encode(),
+                        headers)
 
     # ------------------------------------------------------------ Nimbus access
     def nimbus_address(self) -> str:
@@ -236,14 +315,20 @@ class UIApp:
         with self.nimbus() as client:
             return api.topology_summary(client.getClusterInfo())
 
-    def topology_doc(self, topology_id: str, query: Mapping[str, str]) -> dict[str, Any]:
+    def topology_doc(self, topology_id: str, query: Mapping[str, str], logged_in: bool = True) -> dict[str, Any]:
         window = api.check_window(query.get("window"))
         with self.nimbus() as client:
             info = self._topology_info(client, topology_id)
             topology = client.getTopology(topology_id)
             conf_json = client.getTopologyConf(topology_id)
         self.history.record(info, topology)
-        return api.topology_page(info, topology, conf_json, window, self._now(), self._include_sys(query))
+        doc = api.topology_page(info, topology, conf_json, window, self._now(), self._include_sys(query))
+        doc["antiForgeryToken"] = self.csrf_token(info.id)
+        if self._logins is not None and not logged_in:
+            doc["configuration"] = {}   # getTopologyConf needs authentication: not for anonymous readers
+        else:
+            doc["configuration"] = redacted(doc["configuration"])
+        return doc
 
     def component_doc(self, topology_id: str, component_id: str, query: Mapping[str, str]) -> dict[str, Any]:
         window = api.check_window(query.get("window"))
@@ -254,7 +339,7 @@ class UIApp:
         return api.component_page(info, topology, component_id, window, self._now(), self._include_sys(query))
 
     def on_topology(self, req: Request) -> dict[str, Any]:
-        return self.topology_doc(req.params["id"], req.query)
+        return self.topology_doc(req.params["id"], req.query, self.logged_in(req.headers))
 
     def on_component(self, req: Request) -> dict[str, Any]:
         return self.component_doc(req.params["id"], req.params["component"], req.query)
@@ -343,7 +428,7 @@ class UIApp:
         topology_id = req.query.get("id")
         if not topology_id:
             raise api.bad_request("topology.html needs ?id=<topology id>")
-        return pages.render_topology(self.topology_doc(topology_id, req.query))
+        return pages.render_topology(self.topology_doc(topology_id, req.query, self.logged_in(req.headers)))
 
     def on_component_page(self, req: Request) -> str:
         topology_id, component_id = req.query.get("topology_id"), req.query.get("id")

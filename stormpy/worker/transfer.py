@@ -12,7 +12,16 @@ Threads:
   per peer and sends one frame per peer per round, so batching grows with load while a lone
   tuple leaves at once (light traffic is never held back by a timer). It also applies route
   changes (assignment moved a task) and runs the backpressure check;
-- the *receive thread* owns the PULL socket. Garbage frames are counted, logged and dropped.
+- the *receive thread* owns the PULL socket. Garbage frames are counted, logged and dropped;
+  so are single messages of the wrong shape (``_well_formed``), with the claimed sender named
+  in a rate-limited warning and an error report. The socket refuses frames above
+  ``storm.messaging.max.message.bytes`` (ZeroMQ MAXMSGSIZE drops the connection before
+  buffering them), and the send thread splits its frames below that size.
+
+With ``curve`` keys (``storm.messaging.curve.enable``, keys from ``stormpy.auth.curve_keys``)
+every socket speaks ZeroMQ CURVE: traffic is encrypted, the receive socket is a CURVE server
+whose authenticator (ZAP) admits only the topology's key, and a peer without the keys (plain
+ZeroMQ, or CURVE with another key) is refused during the handshake, logged and counted.
 
 Backpressure: every few milliseconds the send thread checks whether this worker's own receive
 queues are over their high watermark (the executors' ``overloaded`` flags) and tells every peer
@@ -34,6 +43,8 @@ from typing import Any, Protocol
 
 import msgpack
 import zmq
+
+from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +87,14 @@ class _Routes:
 class _Peer:
     """One PUSH socket to a peer worker plus frames that could not be sent yet (send thread only)."""
 
-    def __init__(self, ctx: zmq.Context, addr: Address, hwm: int) -> None:
+    def __init__(self, ctx: zmq.Context, addr: Address, hwm: int, curve: tuple[bytes, bytes] | None = None) -> None:
         self.addr = addr
         self.socket = ctx.socket(zmq.PUSH)
+        if curve is not None:
+            public, secret = curve
+            self.socket.curve_serverkey = public
+            self.socket.curve_publickey = public
+            self.socket.curve_secretkey = secret
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.SNDHWM, hwm)
         self.socket.setsockopt(zmq.RECONNECT_IVL, 100)
@@ -98,7 +114,8 @@ class ZmqTransfer:
                  backpressure_refresh_secs: float = 1.0, backpressure_expire_secs: float = 4.0,
                  check_interval_secs: float = 0.005,
                  report_error: Callable[[int, str], None] | None = None,
-                 serialization: Any = None) -> None:
+                 serialization: Any = None, max_message_bytes: int = 8 * 1024 * 1024,
+                 curve: tuple[bytes, bytes] | None = None) -> None:
         self.host = host
         self.port = port
         self.me: Address = (host, port)
@@ -110,6 +127,11 @@ class ZmqTransfer:
         self._bp_expire = backpressure_expire_secs
         self._check_interval = check_interval_secs
         self._max_drain = 1000
+        # storm.messaging.max.message.bytes: the receive socket refuses larger frames (ZeroMQ
+        # drops the connection), so the sender splits its frames below it.
+        self._max_bytes = max(1024, int(max_message_bytes))
+        self._curve = curve
+        self._authenticator: Any = None
         self._report_error = report_error
         # stormpy.serialization.Serialization when topology.serializers registers types, else
         # None: plain msgpack, whose tuple-returning decoder is the fast path.
@@ -129,7 +151,8 @@ class ZmqTransfer:
         self._throttled = False
         self.counters = {"sent_frames": 0, "sent_messages": 0, "received_frames": 0,
                          "received_messages": 0, "dropped_messages": 0, "bad_frames": 0,
-                         "unroutable_messages": 0}
+                         "unroutable_messages": 0, "bad_messages": 0, "oversized_messages": 0,
+                         "peer_disconnects": 0, "refused_handshakes": 0}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -138,8 +161,13 @@ class ZmqTransfer:
         if self._pull is not None:
             return
         pull = self._ctx.socket(zmq.PULL)
+        if self._curve is not None:
+            self._start_authenticator()
+            pull.curve_server = True
+            pull.curve_secretkey = self._curve[1]
         pull.setsockopt(zmq.LINGER, 0)
         pull.setsockopt(zmq.RCVHWM, self._hwm)
+        pull.setsockopt(zmq.MAXMSGSIZE, self._max_bytes)
         pull.bind(f"tcp://{self._bind_host}:{self.port}")
         self._pull = pull
 
@@ -164,6 +192,8 @@ class ZmqTransfer:
             if thread.is_alive():
                 log.warning("transfer: thread %s did not stop within %.1fs", thread.name, timeout_secs)
         self._threads.clear()
+        if self._authenticator is not None:
+            self._authenticator.stop()
         self._ctx.destroy(linger=0)
         log.info("transfer: stopped (%s)", self.counters)
 
@@ -251,10 +281,36 @@ class ZmqTransfer:
             frame = self._pack(envelopes, packer)
             if frame is None:
                 continue
+            frames = [frame] if len(frame) <= self._max_bytes else self._split(envelopes, packer)
             peer = self._peer(addr)
             self.counters["sent_messages"] += sum(len(m) for _, m in envelopes)
-            if peer.pending or not self._try_send(peer, frame):
-                self._park(peer, frame)
+            for frame in frames:
+                if peer.pending or not self._try_send(peer, frame):
+                    self._park(peer, frame)
+
+    def _split(self, envelopes: list, packer: msgpack.Packer) -> list[bytes]:
+        """Frames below the peer's max message size: halve the envelopes (then a batch) until
+        each fits; a single message above the limit is dropped and reported."""
+        if len(envelopes) > 1:
+            half = len(envelopes) // 2
+            parts = [envelopes[:half], envelopes[half:]]
+        else:
+            task_id, messages = envelopes[0]
+            if len(messages) == 1:
+                self.counters["oversized_messages"] += 1
+                self.counters["dropped_messages"] += 1
+                self._unserializable(messages[0], ValueError(
+                    f"one message exceeds storm.messaging.max.message.bytes ({self._max_bytes})"))
+                return []
+            half = len(messages) // 2
+            parts = [[(task_id, messages[:half])], [(task_id, messages[half:])]]
+        frames: list[bytes] = []
+        for part in parts:
+            frame = self._pack(part, packer)
+            if frame is None:
+                continue
+            frames.extend([frame] if len(frame) <= self._max_bytes else self._split(part, packer))
+        return frames
 
     def _pack(self, envelopes: list, packer: msgpack.Packer) -> bytes | None:
         """One msgpack call per frame; on a bad value find and report the offending messages."""
@@ -313,7 +369,7 @@ class ZmqTransfer:
     def _peer(self, addr: Address) -> _Peer:
         peer = self._peers.get(addr)
         if peer is None:
-            peer = self._peers[addr] = _Peer(self._ctx, addr, self._hwm)
+            peer = self._peers[addr] = _Peer(self._ctx, addr, self._hwm, self._curve)
             log.info("transfer: connected to worker %s:%d", *addr)
         return peer
 
@@ -377,10 +433,16 @@ class ZmqTransfer:
         # A blocking recv with RCVTIMEO (one call per frame, GIL released while waiting) instead
         # of poll + recv; the timeout bounds how long stop() waits for this thread.
         pull.setsockopt(zmq.RCVTIMEO, 100)
+        monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED | _HANDSHAKE_FAILED)
+        frames = 0
         while not self._stop.is_set():
+            frames += 1
+            if frames & 255 == 0:
+                self._check_disconnects(monitor)
             try:
                 frame = pull.recv()
             except zmq.Again:
+                self._check_disconnects(monitor)
                 continue
             except zmq.ZMQError as exc:
                 if self._stop.is_set():
@@ -392,7 +454,57 @@ class ZmqTransfer:
                 self._deliver(frame, control)
             except Exception as exc:  # noqa: BLE001 - a bad frame must never kill the worker
                 self._bad_frame(frame, exc)
+        try:
+            pull.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        monitor.close(linger=0)
         pull.close(linger=0)
+
+    def _start_authenticator(self) -> None:
+        """ZAP for the CURVE server socket: only the topology's own public key is admitted."""
+        from zmq.auth.thread import ThreadAuthenticator
+
+        public = self._curve[0]   # type: ignore[index]
+        transfer = self
+
+        class _OnlyOurKey:
+            def callback(self, domain: str, key: bytes) -> bool:
+                if key == public:
+                    return True
+                n = transfer.counters["refused_handshakes"] = transfer.counters["refused_handshakes"] + 1
+                if n <= 10 or n % 100 == 0:
+                    log.warning("transfer: refused a CURVE peer on port %d with an unknown key (%d so far)",
+                                transfer.port, n)
+                return False
+
+        auth = ThreadAuthenticator(self._ctx, log=logging.getLogger(__name__ + ".zap"))
+        auth.start()
+        auth.configure_curve_callback(domain="*", credentials_provider=_OnlyOurKey())
+        self._authenticator = auth
+
+    def _check_disconnects(self, monitor: zmq.Socket) -> None:
+        """Count peer connections the receive socket lost: a peer worker that went away, or
+        one ZeroMQ cut off for a frame above ``storm.messaging.max.message.bytes``."""
+        while True:
+            try:
+                event = monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except zmq.ZMQError:
+                return
+            if _event_id(event) & _HANDSHAKE_FAILED:
+                n = self.counters["refused_handshakes"] = self.counters["refused_handshakes"] + 1
+                if n <= 10 or n % 100 == 0:
+                    log.warning("transfer: refused a peer on port %d: its ZeroMQ handshake failed (%d so far)%s",
+                                self.port, n, "; it does not have this topology's CURVE keys"
+                                if self._curve is not None else "")
+                continue
+            n = self.counters["peer_disconnects"] = self.counters["peer_disconnects"] + 1
+            if n <= 10 or n % 100 == 0:
+                log.warning("transfer: a peer connection to port %d was closed (%d so far): the peer "
+                            "went away, or sent a frame above storm.messaging.max.message.bytes (%d)",
+                            self.port, n, self._max_bytes)
 
     def _deliver(self, frame: bytes, control: dict[str, Callable[..., None]]) -> None:
         if self._serialization is not None:
@@ -420,8 +532,37 @@ class ZmqTransfer:
             # one C-level pass instead of a Python loop: every message must be a 4-sequence
             if set(map(len, messages)) != _FOUR:
                 raise ValueError(f"a message for task {task_id} is not (stream, src, values, anchors)")
+            if not all(map(_well_formed, messages)):
+                messages = self._drop_malformed(task_id, messages)
+                if not messages:
+                    continue
             self.counters["received_messages"] += len(messages)
             runtime.receive(task_id, messages)  # type: ignore[union-attr]
+
+    def _drop_malformed(self, task_id: int, messages: Any) -> list:
+        """Keep the well-formed messages of a batch; count, log (rate-limited) and report the rest.
+
+        A message of the wrong shape (an int where the acker protocol wants a list, a string
+        as anchor) would otherwise raise inside framework code of the receiving executor.
+        The sender is named by the task id it claims: PULL sockets do not tell peers apart.
+        """
+        kept = []
+        for message in messages:
+            if _well_formed(message):
+                kept.append(message)
+                continue
+            n = self.counters["bad_messages"] = self.counters["bad_messages"] + 1
+            if n & (n - 1) == 0:   # the 1st, 2nd, 4th, 8th, ... bad message
+                stream, src = message[0], message[1]
+                text = (f"dropped a malformed message for task {task_id} on stream {stream!r:.60} "
+                        f"claiming to come from task {src!r:.20} ({n} so far)")
+                log.warning("transfer: %s", text)
+                if self._report_error is not None and type(task_id) is int:
+                    try:
+                        self._report_error(task_id, text)
+                    except Exception:  # noqa: BLE001 - reporting must never kill the receive thread
+                        log.exception("transfer: could not report a malformed message")
+        return kept
 
     def _bad_frame(self, frame: bytes, exc: Exception) -> None:
         self.counters["bad_frames"] += 1
@@ -429,6 +570,41 @@ class ZmqTransfer:
         if n <= 10 or n % 1000 == 0:
             log.warning("transfer: dropped a malformed frame of %d bytes (%s; %d so far)",
                         len(frame), exc, n)
+
+
+def _well_formed(message: Any) -> bool:
+    """Whether a received ``(stream, src, values, anchors)`` has the shape executors rely on.
+
+    Anchors are ``None`` or ``{root: edge}`` with int keys and values; acker traffic carries
+    only ints (``__ack_init`` in triples, ``__ack_fail`` at least one root). User values are
+    the bolt's business: a wrong arity raises in user code, which restarts the task.
+    """
+    stream, src, values, anchors = message
+    if type(stream) is not str or type(src) is not int or not isinstance(values, (tuple, list)):
+        return False
+    if anchors is not None:
+        if type(anchors) is not dict:
+            return False
+        for root, edge in anchors.items():
+            if type(root) is not int or type(edge) is not int:
+                return False
+    if stream in ACKER_STREAMS:
+        if not values or not all(type(v) is int for v in values):
+            return False
+        if stream == ACK_INIT and len(values) % 3:
+            return False
+        if stream == ACK_FAIL and len(values) != 1:
+            return False
+    return True
+
+
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+
+
+def _event_id(event: list[bytes]) -> int:
+    """The event number of a ZeroMQ monitor message (first frame: uint16 event, uint32 value)."""
+    return int.from_bytes(event[0][:2], "little") if event and len(event[0]) >= 2 else 0
 
 
 class _Stop:

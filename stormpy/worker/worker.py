@@ -111,6 +111,10 @@ class Worker:
         self.reporter = ErrorReporter(self._write_error, self.host, self.port).start()
         self.transfer = ZmqTransfer(self.host, self.port, bind_host=C.local_bind_host(self.conf, "*"),
                                     report_error=self._transfer_error,
+                                    max_message_bytes=int(self.plan.conf.get(
+                                        C.STORM_MESSAGING_MAX_MESSAGE_BYTES.name)
+                                        or C.STORM_MESSAGING_MAX_MESSAGE_BYTES.default),
+                                    curve=self._curve_keys(),
                                     serialization=from_conf(self.plan.conf)
                                     if self.plan.conf.get(C.TOPOLOGY_SERIALIZERS.name) else None)
         self.transfer.bind()
@@ -173,6 +177,18 @@ class Worker:
         return load_plan(topology_bytes, conf_json, self.topology_id, overrides or None)
 
     # ------------------------------------------------------------ errors
+
+    def _curve_keys(self) -> tuple[bytes, bytes] | None:
+        """The topology's CURVE key pair when ``storm.messaging.curve.enable`` is on (DESIGN 13)."""
+        if not C.STORM_MESSAGING_CURVE_ENABLE.coerce(self.conf.get(C.STORM_MESSAGING_CURVE_ENABLE.name) or False):
+            return None
+        from stormpy.auth import curve_keys, read_secret
+
+        secret = read_secret(self.conf)
+        if secret is None:
+            raise WorkerStartError("storm.messaging.curve.enable needs storm.thrift.auth.secret.file "
+                                   "(the CURVE keys are derived from the shared secret)")
+        return curve_keys(secret, self.topology_id)
 
     def _write_error(self, component_id: str, info: Any) -> None:
         self.state.report_error(self.topology_id, component_id, info)

@@ -193,7 +193,7 @@ class ProcessCluster:
         conf_file.parent.mkdir(parents=True, exist_ok=True)
         conf_file.write_text(json.dumps({k: self.conf[k] for k in (
             "storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root", "nimbus.seeds",
-            "nimbus.thrift.port")}))
+            "nimbus.thrift.port", "storm.thrift.auth.secret.file") if k in self.conf}))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
         result = subprocess.run([sys.executable, "-m", "stormpy.cli", *args, "--config", str(conf_file)],
                                 capture_output=True, text=True, timeout=timeout, env=env, cwd=str(self.base))

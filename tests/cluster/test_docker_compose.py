@@ -24,7 +24,8 @@ def kind(service: str) -> str:
 
 def test_compose_has_the_cluster_services():
     services = compose()["services"]
-    assert set(services) == {"zookeeper", "nimbus", "supervisor1", "supervisor2", "ui"}
+    assert set(services) == {"zookeeper", "nimbus", "nimbus2", "supervisor1", "supervisor2", "ui"}
+    assert sum(1 for s in services if kind(s) == "nimbus") == 2
     assert sum(1 for s in services if kind(s) == "supervisor") == 2
 
 
@@ -45,7 +46,7 @@ def test_compose_commands_are_the_fixture_commands(tmp_path):
 def test_compose_config_points_at_the_services():
     conf = load_config(REPO / "docker" / "storm.yaml")
     assert conf["storm.zookeeper.servers"] == ["zookeeper"]
-    assert conf["nimbus.seeds"] == ["nimbus"]
+    assert conf["nimbus.seeds"] == ["nimbus", "nimbus2"]
 
 
 def test_dockerfile_installs_stormpy():

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from stormpy.client.nimbus_client import connect
+from stormpy.client.nimbus_client import connect, open_client
 from stormpy.testing import wait_for_leader, wait_until
 from stormpy.testing.netns import HostNetwork, leftovers, namespace_pids, skip_reason
 from stormpy.testing.zookeeper import four_letter_word
@@ -170,3 +170,126 @@ def _try_list(cluster: HostCluster) -> str | None:
         return cli(cluster.conf, cluster.base, "list").stdout
     except AssertionError:
         return None
+
+
+def worker_slots(host: Any) -> dict[int, tuple[str, str, int]]:
+    """pid -> (topology id, supervisor id, port) of every stormpy worker process inside ``host``."""
+    found = {}
+    for pid in namespace_pids(host.namespace):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        args = [a.decode(errors="replace") for a in argv if a]
+        if "stormpy.worker" in args:
+            topology_id, supervisor_id, port = args[args.index("stormpy.worker") + 1:][:3]
+            found[pid] = (topology_id, supervisor_id, int(port))
+    return found
+
+
+@pytest.mark.slow
+def test_supervisor_host_link_cut_mid_run(tmp_path: Path) -> None:
+    """Issue 11 item 4: cut one supervisor host's link while a word count runs on both. Its ZooKeeper
+    session ends, Nimbus moves its executors to the other host (nimbus.supervisor.timeout.secs,
+    nimbus.task.timeout.secs) and every tuple is acked. When the link comes back the returning
+    supervisor kills its stale workers: afterwards exactly one worker runs per assigned slot."""
+    def body(cluster: HostCluster) -> None:
+        cut, other = cluster.sup_hosts
+        with connect(cluster.conf) as client:
+            sup_ids = {s.host: s.supervisor_id for s in client.getClusterInfo().supervisors}
+        out = tmp_path / "out"
+        out.mkdir()
+        total = 8000
+        topology_id = cluster.submit_wordcount("cut-wc", out, total, **{"test.spout.per.call": 1})
+        wait_until(lambda: {e.host for e in _executors(cluster, topology_id)} == {cut.address, other.address}, 60,
+                   "executors on both supervisor hosts")
+        wait_until(lambda: len(acked_ids(out)) >= 100, 120, "the first 100 acks")
+        stale = worker_slots(cut)
+        assert stale and all(sup == sup_ids[cut.address] for _t, sup, _p in stale.values()), stale
+        cut.set_link(False)
+        cut_at = time.monotonic()
+        acked_at_cut = len(acked_ids(out))
+        assert acked_at_cut < total, "the cut must come mid-run"
+        try:
+            wait_until(lambda: {e.host for e in _executors(cluster, topology_id)} == {other.address}, 60,
+                       "Nimbus to move every executor to the host still connected")
+            print(f"executors moved {time.monotonic() - cut_at:.1f}s after the cut")
+            wait_until(lambda: len(acked_ids(out)) == total, 200,
+                       f"all {total} sentences acked with one supervisor host cut off")
+            print(f"link cut with {acked_at_cut}/{total} acked; all acked {time.monotonic() - cut_at:.1f}s later")
+            assert set(worker_slots(cut)) == set(stale), "cut off, the supervisor cannot know: its workers run on"
+        finally:
+            cut.set_link(True)
+        wait_until(lambda: cluster.supervisor_hosts() == {cut.address, other.address}, 60,
+                   "the returning supervisor to register again")
+        wait_until(lambda: not set(stale) & set(worker_slots(cut)), 60,
+                   "the returning supervisor to kill its stale workers")
+        print(f"stale workers {sorted(stale)} killed after the link came back")
+
+        def one_worker_per_assigned_slot() -> bool:
+            assigned = {(sup_ids[e.host], e.port) for e in _executors(cluster, topology_id)}
+            running = [(sup, port) for host in cluster.sup_hosts for _t, sup, port in worker_slots(host).values()]
+            return sorted(running) == sorted(assigned)
+        wait_until(one_worker_per_assigned_slot, 30, "exactly one worker per assigned slot, none elsewhere")
+        time.sleep(3)       # a few supervisor/monitor rounds later it still holds: nothing came back to life
+        assert one_worker_per_assigned_slot()
+        assert {e.host for e in _executors(cluster, topology_id)} == {other.address}, \
+            "balanced workers stay where they are when the host returns"
+        assert len(acked_ids(out)) == total
+
+    run_on_hosts(tmp_path, 3, [0], body)
+
+
+def _executors(cluster: HostCluster, topology_id: str) -> list[Any]:
+    with connect(cluster.conf) as client:
+        return list(client.getTopologyInfo(topology_id).executors)
+
+
+@pytest.mark.slow
+def test_nimbus_leader_host_link_cut(tmp_path: Path) -> None:
+    """Issue 11 item 4: the host of the leader Nimbus (not ZooKeeper's) is cut off the network while a
+    word count runs: its session expires, the standby leads, the word count keeps acking and a new
+    topology can be submitted; when the link comes back the old leader is a standby."""
+    def body(cluster: HostCluster) -> None:
+        leader_host = cluster.nimbus_hosts[0]
+        old = f"{leader_host.address}:{NIMBUS_PORT}"
+        assert cluster.leader == old
+        standby = cluster.nimbuses[cluster.nimbus_hosts[1].address]
+        out = tmp_path / "out"
+        out.mkdir()
+        cluster.submit_wordcount("leader-cut-wc", out, 10_000_000, **{"test.spout.per.call": 1})
+        wait_until(lambda: len(acked_ids(out)) >= 200, 120, "the first 200 acks")
+        wait_until(lambda: any((Path(standby.conf["storm.local.dir"]) / "nimbus" / "stormdist").iterdir()), 30,
+                   "the standby to replicate the code")
+        leader_host.set_link(False)
+        try:
+            acks_at_cut = len(acked_ids(out))
+            new = wait_for_leader(cluster.conf, 30, other_than=old)
+            assert new == f"{cluster.nimbus_hosts[1].address}:{NIMBUS_PORT}"
+            standby_first = {**cluster.conf, "nimbus.seeds": list(reversed(cluster.conf["nimbus.seeds"]))}
+            out2 = tmp_path / "out2"
+            out2.mkdir()
+            args = ["submit", str(TOPOLOGIES / "wordcount.py"), "--name", "after-cut", "--workers", "2"]
+            for key, value in run_conf(out2, 300).items():
+                args += ["-c", f"{key}={json.dumps(value)}"]
+            cli(standby_first, cluster.base, *args)
+            wait_until(lambda: len(acked_ids(out2)) == 300, 120, "every tuple of the topology submitted after the cut")
+            assert len(acked_ids(out)) > acks_at_cut + 200, "the running word count kept acking"
+        finally:
+            leader_host.set_link(True)
+        wait_until(lambda: _is_standby(cluster, leader_host.address), 60,
+                   "the old leader, back on the network, to serve as a standby")
+        assert wait_for_leader(cluster.conf, 10) == new
+
+    run_on_hosts(tmp_path, 4, [3, 0], body)
+
+
+def _is_standby(cluster: HostCluster, address: str) -> bool:
+    try:
+        client = open_client(address, NIMBUS_PORT, 5)
+    except Exception:  # noqa: BLE001 - not reachable yet
+        return False
+    try:
+        return not any(n.isLeader for n in client.getClusterInfo().nimbuses if n.host == address)
+    finally:
+        client.close()

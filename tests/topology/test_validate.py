@@ -108,10 +108,13 @@ def test_parallelism_below_one(par: int) -> None:
 
 
 def test_no_spouts() -> None:
-    class Empty(Topology):
-        pass
+    """As in streamparse, at class definition; Nimbus refuses a spout-less StormTopology too."""
+    with pytest.raises(ValueError, match="Empty: a Topology requires at least one Spout"):
+        class Empty(Topology):
+            pass
 
-    assert_invalid(Empty, "no spouts")
+    with pytest.raises(storm.InvalidTopologyException, match="no spouts"):
+        validate_topology(storm.StormTopology(spouts={}, bolts={}, state_spouts={}), {})
 
 
 def test_non_json_component_conf() -> None:

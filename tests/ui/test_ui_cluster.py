@@ -38,9 +38,10 @@ def running_ui(conf: dict[str, Any]) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def get(url: str, method: str = "GET") -> tuple[int, str, bytes]:
+def get(url: str, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, str, bytes]:
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=30) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers or {}),
+                                    timeout=30) as resp:
             return resp.status, resp.headers["Content-Type"], resp.read()
     except urllib.error.HTTPError as exc:
         with exc:
@@ -97,13 +98,15 @@ def test_ui_shows_and_controls_a_submitted_topology(cluster_conf: dict[str, Any]
             topologies = json.loads(get(base + "/api/v1/topology/summary")[2])["topologies"]
             return topologies[0]["status"] if topologies else None
 
-        status, _, body = get(f"{base}/api/v1/topology/{topology_id}/deactivate", "POST")
+        token = {"X-CSRF-Token": doc["antiForgeryToken"]}
+        assert get(f"{base}/api/v1/topology/{topology_id}/deactivate", "POST")[0] == 403   # no token
+        status, _, body = get(f"{base}/api/v1/topology/{topology_id}/deactivate", "POST", token)
         assert status == 200 and json.loads(body)["status"] == "success", body
         wait_until(lambda: status_of() == "INACTIVE", 30, "topology status INACTIVE after POST deactivate")
-        status, _, body = get(f"{base}/api/v1/topology/{topology_id}/activate", "POST")
+        status, _, body = get(f"{base}/api/v1/topology/{topology_id}/activate", "POST", token)
         assert status == 200, body
         wait_until(lambda: status_of() == "ACTIVE", 30, "topology status ACTIVE after POST activate")
-        status, _, body = get(f"{base}/api/v1/topology/{topology_id}/kill/0", "POST")
+        status, _, body = get(f"{base}/api/v1/topology/{topology_id}/kill/0", "POST", token)
         assert status == 200, body
         wait_until(lambda: status_of() is None, 60, "topology removed after POST kill/0")
-        assert get(f"{base}/api/v1/topology/{topology_id}/activate", "POST")[0] == 404
+        assert get(f"{base}/api/v1/topology/{topology_id}/activate", "POST", token)[0] == 404

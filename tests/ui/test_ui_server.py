@@ -98,34 +98,61 @@ def test_errors_are_json_with_storm_fields(ui: Client) -> None:
     assert ui.json("GET", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0")[0] == 405
 
 
+def csrf(ui: Client, topology_id: str = TOPOLOGY_ID, **extra: str) -> dict[str, str]:
+    """The X-CSRF-Token header for actions on ``topology_id``, from its topology JSON."""
+    return {"X-CSRF-Token": ui.json("GET", f"/api/v1/topology/{topology_id}")[1]["antiForgeryToken"], **extra}
+
+
 def test_post_actions_call_nimbus_with_the_topology_name(ui: Client, nimbus: FakeNimbus) -> None:
     base = f"/api/v1/topology/{TOPOLOGY_ID}"
-    assert ui.json("POST", base + "/deactivate")[1] == {"topologyOperation": "deactivate",
-                                                        "topologyId": TOPOLOGY_ID, "status": "success"}
-    assert ui.json("POST", base + "/activate")[0] == 200
-    assert ui.json("POST", base + "/kill/7")[0] == 200
+    token = csrf(ui)
+    assert ui.json("POST", base + "/deactivate", headers=token)[1] == {"topologyOperation": "deactivate",
+                                                                       "topologyId": TOPOLOGY_ID, "status": "success"}
+    assert ui.json("POST", base + "/activate", headers=token)[0] == 200
+    assert ui.json("POST", base + "/kill/7", headers=token)[0] == 200
     body = json.dumps({"rebalanceOptions": {"numWorkers": 3, "executors": {"count": "4"}}}).encode()
-    assert ui.json("POST", base + "/rebalance/2", body, headers={"Content-Type": "application/json"})[0] == 200
-    assert ui.json("POST", base + "/rebalance/0")[0] == 200
+    assert ui.json("POST", base + "/rebalance/2", body, headers=csrf(ui, **{"Content-Type": "application/json"}))[0] == 200
+    assert ui.json("POST", base + "/rebalance/0", headers=token)[0] == 200
     assert nimbus.calls == [("deactivate", "wordcount"), ("activate", "wordcount"), ("kill", "wordcount", 7),
                             ("rebalance", "wordcount", 2, 3, {"count": 4}), ("rebalance", "wordcount", 0, None, None)]
 
 
 def test_bad_actions_are_rejected_before_nimbus_acts(ui: Client, nimbus: FakeNimbus) -> None:
     base = f"/api/v1/topology/{TOPOLOGY_ID}"
-    assert ui.json("POST", base + "/kill/soon")[0] == 400
-    assert ui.json("POST", base + "/rebalance/1", b"{broken")[0] == 400
-    status, doc = ui.json("POST", base + "/rebalance/1", b'{"rebalanceOptions": {"executors": {"nope": 2}}}')
+    token = csrf(ui)
+    assert ui.json("POST", base + "/kill/soon", headers=token)[0] == 400
+    assert ui.json("POST", base + "/rebalance/1", b"{broken", headers=token)[0] == 400
+    status, doc = ui.json("POST", base + "/rebalance/1", b'{"rebalanceOptions": {"executors": {"nope": 2}}}',
+                          headers=token)
     assert status == 400 and doc["errorMessage"] == "component 'nope' does not exist"
-    assert ui.json("POST", "/api/v1/topology/gone-1-1/kill/0")[0] == 404
-    status, doc = ui.json("POST", base + "/kill/0", headers={"Origin": "http://evil.example"})
+    assert ui.json("POST", "/api/v1/topology/gone-1-1/kill/0")[0] == 403   # no token for it
+    status, doc = ui.json("POST", base + "/kill/0", headers={"Origin": "http://evil.example", **token})
     assert status == 403 and "cross-origin" in doc["errorMessage"]
     assert nimbus.calls == []
 
 
+def test_cross_site_posts_are_refused_origin_null_and_no_token(ui: Client, nimbus: FakeNimbus) -> None:
+    """Issue 10 item 4: ``Origin: null`` (sandboxed iframes, data: URLs) killed topologies."""
+    base = f"/api/v1/topology/{TOPOLOGY_ID}"
+    token = csrf(ui)
+    status, doc = ui.json("POST", base + "/kill/0", headers={"Origin": "null", **token})
+    assert status == 403 and "cross-origin" in doc["errorMessage"]
+    assert ui.json("POST", base + "/kill/0", headers={"Sec-Fetch-Site": "cross-site", **token})[0] == 403
+    status, doc = ui.json("POST", base + "/kill/0")          # no Origin, no token: a form post
+    assert status == 403 and "X-CSRF-Token" in doc["errorMessage"]
+    assert ui.json("POST", base + "/kill/0", headers={"X-CSRF-Token": "0" * 64})[0] == 403
+    # by name: the token of the id does not cover it, and no token is ever issued for a name
+    assert ui.json("POST", "/api/v1/topology/wordcount/kill/0", headers=token)[0] == 403
+    assert nimbus.calls == []
+    # the page's action forms carry the token for /static/ui.js to send
+    page = ui.request("GET", f"/topology.html?id={TOPOLOGY_ID}")[2].decode()
+    assert f'data-csrf-token="{token["X-CSRF-Token"]}"' in page
+
+
 def test_same_origin_post_is_allowed(ui: Client, nimbus: FakeNimbus) -> None:
     origin = ui.base
-    assert ui.json("POST", f"/api/v1/topology/{TOPOLOGY_ID}/activate", headers={"Origin": origin})[0] == 200
+    assert ui.json("POST", f"/api/v1/topology/{TOPOLOGY_ID}/activate",
+                   headers={"Origin": origin, **csrf(ui)})[0] == 200
     assert nimbus.calls == [("activate", "wordcount")]
 
 
@@ -174,3 +201,34 @@ def test_stormpy_ui_process_serves_and_exits_0_on_sigterm(tmp_path: Path) -> Non
     finally:
         daemon.stop(reason="test cleanup")
     assert "UI serving on http://127.0.0.1" in (tmp_path / "logs" / "ui.log").read_text()
+
+
+@pytest.fixture
+def ui_with_login(nimbus: FakeNimbus, tmp_path: Path) -> Iterator[Client]:
+    users = tmp_path / "users"
+    users.write_text("# ui logins\nops:hunter2-but-longer\n")
+    conf = Config({"nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": 1, "ui.auth.enable": True,
+                   "ui.users.file": str(users)})
+    yield from serve(make_server(conf, "127.0.0.1", 0, connect=fake_connect(nimbus)))
+
+
+def test_ui_login_guards_actions_and_the_topology_conf(ui_with_login: Client, nimbus: FakeNimbus) -> None:
+    """DESIGN 13: with ui.auth.enable, mutating actions need a login; reading stays open but
+    the topology's configuration is shown to logged-in users only."""
+    import base64
+
+    ui = ui_with_login
+    login = {"Authorization": "Basic " + base64.b64encode(b"ops:hunter2-but-longer").decode()}
+    wrong = {"Authorization": "Basic " + base64.b64encode(b"ops:guess").decode()}
+    anonymous_doc = ui.json("GET", f"/api/v1/topology/{TOPOLOGY_ID}")[1]
+    assert anonymous_doc["configuration"] == {}
+    token = {"X-CSRF-Token": anonymous_doc["antiForgeryToken"]}
+    status, headers, body = ui.request("POST", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0", headers=token)
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+    assert ui.json("POST", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0", headers={**token, **wrong})[0] == 401
+    assert ui.json("POST", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0", headers=login)[0] == 403   # still needs the token
+    assert nimbus.calls == []
+    assert ui.json("POST", f"/api/v1/topology/{TOPOLOGY_ID}/kill/0", headers={**token, **login})[0] == 200
+    assert nimbus.calls == [("kill", "wordcount", 0)]
+    doc = ui.json("GET", f"/api/v1/topology/{TOPOLOGY_ID}", headers=login)[1]
+    assert doc["configuration"]["topology.workers"] == 2

@@ -1,0 +1,126 @@
+"""Every security switch of DESIGN 13 on, on a real process cluster: a word count runs end to
+end over authenticated Thrift, ACL'd ZooKeeper and a CURVE data plane, while an unauthenticated
+Thrift client, an anonymous ZooKeeper client, a forged tuple from a process without the CURVE
+keys and a UI POST without login are each refused with a clear log line."""
+from __future__ import annotations
+
+import base64
+import json
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from thriftpy2.thrift import TApplicationException
+
+from stormpy.client.nimbus_client import open_client
+from stormpy.testing import wait_until
+from test_cluster_faults import acked_ids, counts, expected_counts, finish, run_conf, unique
+
+pytestmark = pytest.mark.timeout(300)
+
+_SECRETS = Path(tempfile.mkdtemp(prefix="stormpy-secret-"))
+SECRET_FILE = _SECRETS / "secret"
+SECRET_FILE.write_text("a-cluster-secret-for-the-security-test-0123456789\n")
+SECRET_FILE.chmod(0o600)
+
+CLUSTER_SUPERVISORS = 2
+CLUSTER_PORTS = 2
+CLUSTER_CONF = {"storm.thrift.auth.secret.file": str(SECRET_FILE),
+                "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "stormpy:zk-pass-4-test",
+                "storm.messaging.curve.enable": True, "ui.auth.enable": True}
+
+
+def _logs(base: Path) -> str:
+    text = []
+    for path in base.rglob("*.log*"):
+        try:
+            text.append(path.read_text(errors="replace"))
+        except OSError:
+            pass
+    return "\n".join(text)
+
+
+def test_secured_cluster_runs_a_word_count_and_refuses_anonymous_access(cluster, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    name = unique("secure-wc")
+    total = 300
+    topology_id = cluster.submit("wordcount.py", name, workers=2, conf=run_conf(out, total))
+    try:
+        cluster.wait_workers(topology_id, 2)
+        wait_until(lambda: len(acked_ids(out)) == total, 150, f"all {total} sentences acked")
+        wait_until(lambda: counts(out) == expected_counts(total), 30, "the exact word counts")
+
+        # 1. Thrift without the secret
+        port = cluster.conf["nimbus.thrift.port"]
+        client = open_client("127.0.0.1", port, 10)
+        try:
+            with pytest.raises(TApplicationException, match="authentication required"):
+                client.getTopologyConf(topology_id)
+        finally:
+            client.close()
+
+        # 2. ZooKeeper without the digest
+        anonymous = KazooClient(hosts=f"127.0.0.1:{cluster.conf['storm.zookeeper.port']}")
+        anonymous.start(timeout=20)
+        try:
+            with pytest.raises(NoAuthError):
+                anonymous.get_children("/storm")
+            with pytest.raises(NoAuthError):
+                anonymous.get_children("/storm/assignments")
+        finally:
+            anonymous.stop()
+            anonymous.close()
+
+        # 3. a forged tuple for a count task, sent in plain ZeroMQ to every worker port
+        info = cluster.topology_info(topology_id)
+        count_tasks = [e.executor_info.task_start for e in info.executors if e.component_id == "count"]
+        split_task = next(e.executor_info.task_start for e in info.executors if e.component_id == "split")
+        ports = {e.port for e in info.executors}
+        ctx = zmq.Context()
+        try:
+            for worker_port in ports:
+                push = ctx.socket(zmq.PUSH)
+                push.setsockopt(zmq.LINGER, 0)
+                push.connect(f"tcp://127.0.0.1:{worker_port}")
+                frame = msgpack.packb([[task, [("default", split_task, ["FORGED"], None)]] for task in count_tasks])
+                try:
+                    push.send(frame, zmq.NOBLOCK)
+                except zmq.Again:
+                    pass   # no connection completed: refused, as it should be
+                wait_until(lambda: "its ZeroMQ handshake failed" in _logs(cluster.base), 30,
+                           "a worker to log the refused handshake")
+                push.close()
+        finally:
+            ctx.term()
+
+        # 4. UI action without login
+        ui = f"http://127.0.0.1:{cluster.conf['ui.port']}"
+        with urllib.request.urlopen(f"{ui}/api/v1/topology/{topology_id}", timeout=30) as resp:
+            doc = json.loads(resp.read())
+        assert doc["configuration"] == {}, "the topology conf is not for anonymous readers"
+        request = urllib.request.Request(f"{ui}/api/v1/topology/{topology_id}/kill/0", method="POST",
+                                         headers={"X-CSRF-Token": doc["antiForgeryToken"]})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401
+        login = base64.b64encode(b"admin:" + SECRET_FILE.read_bytes().strip()).decode()
+        deactivate = urllib.request.Request(f"{ui}/api/v1/topology/{topology_id}/deactivate", method="POST",
+                                            headers={"X-CSRF-Token": doc["antiForgeryToken"],
+                                                     "Authorization": f"Basic {login}"})
+        with urllib.request.urlopen(deactivate, timeout=30) as resp:
+            assert resp.status == 200
+
+        assert "FORGED" not in counts(out)
+        assert counts(out) == expected_counts(total)
+        logs = _logs(cluster.base)
+        assert "refused an unauthenticated Thrift client" in logs
+        assert "refused a POST without a valid login" in logs
+    finally:
+        finish(cluster, name, topology_id)
