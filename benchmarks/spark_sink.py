@@ -14,6 +14,9 @@ two cores are shared. For each batch size, the same pre-built rows go to Parquet
   ``SparkSinkBolt.process`` -> batching -> Arrow -> ``handle_batch`` -> Parquet, with every
   tuple acked after its batch's write returned. This is the sink's whole cost; tuple transport
   and the acker are the engine's and are measured by its own benchmarks;
+- ``topology-sync`` (with ``--sync-too``): the same topology with
+  ``spark.sink.max.inflight.batches=0``, i.e. every write on the sink's executor thread (the
+  behaviour before the overlap);
 - ``topology`` (unless ``--no-topology``): a spout emitting the rows through ``stormpy local``'s
   runtime (executors, transfer, XOR acker) into the sink, acked end to end: the rate a user
   sees, engine included; ``engine-only`` is the same spout into a bolt that drops the tuples,
@@ -31,7 +34,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +111,11 @@ class BenchTask:
 
     def emit(self, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError("the sink emits nothing")
+
+    @contextmanager
+    def anchored(self, tups: Any) -> Iterator[None]:
+        """``Bolt.anchored``: the sink emits nothing, so there is nothing to anchor."""
+        yield
 
 
 class BenchContext:
@@ -256,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-topology", action="store_true", help="skip the spout -> sink topology runs")
+    parser.add_argument("--sync-too", action="store_true",
+                        help="also run the topology with spark.sink.max.inflight.batches=0 (no overlap)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
@@ -285,6 +296,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.no_topology:
                     measure("topology", lambda out: through_topology(conf, len(rows), batch, out), len(rows),
                             workdir, results, spark)
+                    if args.sync_too:
+                        sync = {**conf, "spark.sink.max.inflight.batches": 0}
+                        measure("topology-sync", lambda out: through_topology(sync, len(rows), batch, out),
+                                len(rows), workdir, results, spark)
                     engine_only(lambda: through_topology(conf, len(rows), batch, workdir / "none",
                                                          BenchEngineTopology), len(rows), results)
                 print(f"  batch {batch}: round {round_no + 1}/{args.rounds} done", flush=True)
@@ -309,11 +324,12 @@ def print_report(report: list[tuple[int, dict[str, list[Any]]]], rows: int, args
             print(f"{batch:>7} {name:<13} {medians[name]:>10,.0f} {percentile(all_times, 0.5):>12.3f} "
                   f"{percentile(all_times, 0.95):>7.3f}")
         best = max(medians.get("direct-arrow", 0.0), medians.get("direct-rows", 0.0))
-        for name in ("sink", "topology"):
+        for name in ("sink", "topology", "topology-sync"):
             if name in medians and best:
                 print(f"{batch:>7} {name} / best direct = {medians[name] / best:.2f}x")
-        if medians.get("engine-only"):
-            print(f"{batch:>7} topology / engine-only = {medians['topology'] / medians['engine-only']:.2f}x")
+        for name in ("topology", "topology-sync"):
+            if medians.get("engine-only") and name in medians:
+                print(f"{batch:>7} {name} / engine-only = {medians[name] / medians['engine-only']:.2f}x")
     print()
 
 

@@ -147,6 +147,7 @@ UI_TIMESERIES_SAMPLE_SECS = _key("ui.timeseries.sample.secs", 10, (int, float), 
 SPARK_MASTER = _key("spark.master", "local[*]", str, "Spark master URL; sc://host:port for Spark Connect.")
 SPARK_SINK_BATCH_SIZE = _key("spark.sink.batch.size", 10000, int, "Rows per batch handed to Spark.")
 SPARK_SINK_BATCH_SECS = _key("spark.sink.batch.secs", 5, (int, float), "Hand a partial batch to Spark after this long.")
+SPARK_SINK_MAX_INFLIGHT_BATCHES = _key("spark.sink.max.inflight.batches", 2, int, "Batches a sink task hands to its Spark writer thread before it waits (0: write on the executor thread).")
 # Writer keys default to None so that a SparkSinkBolt subclass's class attributes apply unless set here.
 SPARK_SINK_FORMAT = _key("spark.sink.format", None, str, "Built-in writer format: parquet (default), json, csv, orc.")
 SPARK_SINK_PATH = _key("spark.sink.path", None, str, "Directory the built-in writer appends each batch to.")
@@ -154,6 +155,7 @@ SPARK_SINK_MODE = _key("spark.sink.mode", None, str, "Spark save mode of the bui
 SPARK_SINK_PARTITION_BY = _key("spark.sink.partition.by", None, (list, str), "Columns to partition the output by.")
 SPARK_SINK_TABLE = _key("spark.sink.table", None, str, "Write batches with saveAsTable to this table instead of a path.")
 SPARK_SINK_SCHEMA = _key("spark.sink.schema", None, str, "Sink schema as a DDL string; default: inferred from the first batch.")
+SPARK_STATE_TEST_DIE_AFTER_WRITE = _key("spark.state.test.die.after.write", None, int, "TEST HOOK, never in production: the first SparkState task to publish this txid SIGKILLs its own worker before the commit completes (once per output).")
 SPARK_SINK_OPTIONS = _key("spark.sink.options", None, dict, "Extra writer options, e.g. {header: true} for csv.")
 
 
@@ -280,7 +282,7 @@ def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
 #: Namespaces whose keys are all declared above: an unknown one there is most likely a typo.
 #: ``spark.*`` is checked only under ``spark.sink.``: other spark keys go to the SparkSession builder.
 CHECKED_NAMESPACES = ("storm.", "nimbus.", "supervisor.", "worker.", "topology.", "ui.", "transactional.",
-                      "spark.sink.", "logviewer.", "dev.")
+                      "spark.sink.", "spark.state.", "logviewer.", "dev.")
 #: Storm keys read from component configs but without a global default.
 KNOWN_UNDECLARED = frozenset({"topology.tasks"})
 _warned: set[str] = set()

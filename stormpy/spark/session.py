@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MASTER = "local[*]"
 # Keys that configure stormpy's sink, not Spark: never handed to the session builder.
 SINK_PREFIX = "spark.sink."
+STATE_PREFIX = "spark.state."   # stormpy.trident.SparkState's keys
 # Defaults stormpy applies unless the config says otherwise: Arrow for columnar hand-over, and no
 # console progress bars in worker logs.
 BUILDER_DEFAULTS: dict[str, str] = {
@@ -83,7 +84,7 @@ def session_settings(conf: Mapping[str, Any]) -> SessionSettings:
     name = conf.get("topology.name")
     options["spark.app.name"] = f"stormpy-{name}" if name else "stormpy"
     for key, value in conf.items():
-        if not key.startswith("spark.") or key.startswith(SINK_PREFIX) or value is None:
+        if not key.startswith("spark.") or key.startswith((SINK_PREFIX, STATE_PREFIX)) or value is None:
             continue
         if key in ("spark.master", "spark.remote"):
             continue

@@ -34,6 +34,8 @@ class SinkSettings:
     batch_size: int
     batch_secs: float
     format: str = "parquet"
+    #: Batches handed to the writer thread and not yet finished; 0 = write on the executor thread.
+    max_inflight_batches: int = 2
     path: str | None = None
     mode: str = "append"
     partition_by: tuple[str, ...] = ()
@@ -100,7 +102,8 @@ def sink_settings(conf: Mapping[str, Any], attrs: Mapping[str, Any] | None = Non
     """Build and validate a sink's settings from its merged config and its class attributes.
 
     ``attrs`` holds the subclass's own values for ``batch_size``, ``secs_between_batches``,
-    ``format``, ``path``, ``mode``, ``partition_by``, ``table``, ``options`` and ``schema``.
+    ``format``, ``path``, ``mode``, ``partition_by``, ``table``, ``options``, ``schema`` and
+    ``max_inflight_batches``.
     Raises ``ConfigError`` naming the key at fault.
     """
     attrs = attrs or {}
@@ -112,9 +115,14 @@ def sink_settings(conf: Mapping[str, Any], attrs: Mapping[str, Any] | None = Non
     if not isinstance(batch_secs, (int, float)) or isinstance(batch_secs, bool) or batch_secs <= 0:
         raise ConfigError(f"spark.sink.batch.secs must be a positive number of seconds, got {batch_secs!r}")
     check_batch_timing(conf, float(batch_secs))
+    inflight = _pick(conf, cfg.SPARK_SINK_MAX_INFLIGHT_BATCHES, attrs.get("max_inflight_batches"),
+                     cfg.SPARK_SINK_MAX_INFLIGHT_BATCHES.default)
+    if not isinstance(inflight, int) or isinstance(inflight, bool) or inflight < 0:
+        raise ConfigError(f"spark.sink.max.inflight.batches must be an integer >= 0, got {inflight!r}")
     settings = SinkSettings(
         batch_size=batch_size,
         batch_secs=float(batch_secs),
+        max_inflight_batches=inflight,
         format=str(_pick(conf, cfg.SPARK_SINK_FORMAT, attrs.get("format"), "parquet")).lower(),
         path=_pick(conf, cfg.SPARK_SINK_PATH, attrs.get("path"), None),
         mode=str(_pick(conf, cfg.SPARK_SINK_MODE, attrs.get("mode"), "append")).lower(),

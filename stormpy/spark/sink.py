@@ -6,10 +6,21 @@ holds ``spark.sink.batch.size`` rows or its first tuple is ``spark.sink.batch.se
 one DataFrame, and one call of ``handle_batch(spark, df, batch_id)`` — by default the
 built-in writer (``spark.sink.format`` to ``spark.sink.path``, or ``spark.sink.table``).
 
-Guarantees (the ``BatchingBolt`` base does the acking): the batch's tuples are acked only after
-``handle_batch`` returned; if conversion, Spark or the hook raises, all of them are failed, so
-a replaying spout sends them again, and the error is reported as the component's error. A
-batch is never half-acked, and a bad batch never kills the task.
+Overlap (``spark.sink.max.inflight.batches``, default 2): a full batch is handed to the task's
+writer thread (``stormpy.spark.inflight``), which converts it and calls ``handle_batch`` while
+the executor goes on processing tuples; the JVM does the write on its own threads. Batches are
+written one at a time, in order. When that many batches are in flight the executor waits for
+the oldest (backpressure: its input queue fills, so upstream slows down and memory stays
+bounded). With 0 the batch is written on the executor thread, as before.
+
+Guarantees: a batch's tuples are acked only after ITS ``handle_batch`` returned; if conversion,
+Spark or the hook raises, all of them are failed, so a replaying spout sends them again, and
+the error is reported as the component's error. Acks, fails, metrics and error reports all
+happen on the executor thread: the writer thread only runs the write, and the executor settles
+finished batches when the writer wakes it (``call_soon``), at each new batch and on its timer.
+A batch is never half-acked, and a bad batch never kills the task. At shutdown the pending
+batches are written and every write in flight is waited for before ``close`` returns. With
+overlap ``handle_batch`` runs on the writer thread: it must not emit.
 
 ``batch_id`` is an int that increases by one with every batch this task hands over, failed
 attempts included (an id is never reused within a task's life). The transactional layer will
@@ -19,11 +30,13 @@ from __future__ import annotations
 
 import logging
 import time
+import traceback
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from stormpy.config import ConfigError
-from stormpy.spark.convert import BatchConversionError, RowConverter, parse_schema
+from stormpy.spark.convert import ArrowHandover, BatchConversionError, RowConverter, parse_schema
+from stormpy.spark.inflight import BackgroundWriter, InFlight
 from stormpy.spark.session import acquire_session, release_session
 from stormpy.spark.settings import SinkSettings, sink_settings
 from stormpy.spark.writer import write_batch
@@ -34,7 +47,9 @@ log = logging.getLogger(__name__)
 
 # Attributes a subclass (or its initialize, before calling ours) may set; config keys win.
 _SETTING_ATTRS = ("batch_size", "secs_between_batches", "format", "path", "mode", "partition_by",
-                  "table", "options", "schema")
+                  "table", "options", "schema", "max_inflight_batches")
+#: At shutdown, how long the sink waits for its writes in flight before failing their tuples.
+DRAIN_SECS = 120.0
 
 
 class SinkBatchError(RuntimeError):
@@ -47,7 +62,7 @@ class SparkSinkBolt(BatchingBolt):
     Class attributes (each overridden by the ``spark.sink.*`` config key of the same meaning):
     ``format`` (parquet/json/csv/orc), ``path``, ``mode`` (append), ``partition_by``,
     ``table``, ``options`` (writer options), ``schema`` (DDL string or StructType),
-    ``batch_size`` and ``secs_between_batches``.
+    ``batch_size``, ``secs_between_batches`` and ``max_inflight_batches``.
     """
 
     outputs: Any = None
@@ -60,6 +75,7 @@ class SparkSinkBolt(BatchingBolt):
     table: str | None = None
     options: Mapping[str, Any] | None = None
     schema: Any = None
+    max_inflight_batches: int = 2
 
     # ------------------------------------------------------------ lifecycle (executor thread)
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
@@ -77,12 +93,21 @@ class SparkSinkBolt(BatchingBolt):
         self._converters: dict[Hashable, RowConverter] = {}
         self._opened: dict[Hashable, float] = {}  # batch key -> when its first tuple arrived
         self._spark: Any = None
+        self._handover: ArrowHandover | None = None
         self._schema: Any = None
         self.last_batch_id = 0
-        for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total"):
+        for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total", "inflight_batches",
+                     "spark_session_start_secs"):  # every key exists up front: the writer thread only updates
             self.metrics.set(name, 0)
-        self.logger.info("Spark sink ready: batches of %d rows or %g s to %s", self.sink.batch_size,
-                         self.sink.batch_secs, self.sink.describe())
+        self._writer: BackgroundWriter | None = None
+        if self.sink.max_inflight_batches > 0:
+            executor = getattr(self._task, "executor", None)
+            wake = getattr(executor, "call_soon", None)
+            self._writer = BackgroundWriter(
+                f"{getattr(context, 'component_id', 'sink')}-{self._task_id}", self.sink.max_inflight_batches,
+                on_done=(lambda: wake(self._settle_finished)) if wake is not None else None)
+        self.logger.info("Spark sink ready: batches of %d rows or %g s to %s, %d in flight", self.sink.batch_size,
+                         self.sink.batch_secs, self.sink.describe(), self.sink.max_inflight_batches)
 
     def _own_settings(self) -> dict[str, Any]:
         """Setting attributes this subclass or instance changed from SparkSinkBolt's defaults."""
@@ -104,8 +129,13 @@ class SparkSinkBolt(BatchingBolt):
             return {}
 
     def close(self) -> None:
-        """Give the SparkSession back; the process's last sink to close stops it."""
+        """Wait for the writes in flight, then give the SparkSession back (the process's last
+        sink to close stops it)."""
         # getattr: close() also runs for an instance whose initialize() raised (bad config).
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            self._drain()
+            writer.shutdown()
         if getattr(self, "_spark", None) is not None:
             self._spark = None
             release_session(f"sink {getattr(self._context, 'component_id', '?')} task {self._task_id} closed")
@@ -130,6 +160,95 @@ class SparkSinkBolt(BatchingBolt):
             started = opened.setdefault(key, now)  # group_key overrides open batches unseen
             if now - started >= self.secs_between_batches:
                 self._run_batch(key)
+        if self._writer is not None and len(self._writer):
+            self._settle_finished()
+
+    # ------------------------------------------------------------ overlap (executor thread)
+    def flush_batches(self) -> None:
+        """Hand over every pending batch and wait until all writes in flight have finished
+        (the driver calls this before close, so the last acks go out with the final flush)."""
+        super().flush_batches()
+        if self._writer is not None:
+            self._drain()
+
+    def pending_tuples(self) -> list[Tuple]:
+        """Tuples waiting in batches and in batches being written (failed if the task crashes)."""
+        pending = super().pending_tuples()
+        if self._writer is not None:
+            for item in self._writer.items():
+                pending.extend(item.payload[1])
+        return pending
+
+    def _run_batch(self, key: Hashable) -> None:
+        """Hand the batch to the writer thread (waiting for room first), or write it here when
+        ``spark.sink.max.inflight.batches`` is 0."""
+        writer = self._writer
+        if writer is None:
+            super()._run_batch(key)
+            return
+        if key not in self._batches:
+            return
+        writer.wait_for_room(self._settle)  # backpressure: the executor takes no tuples meanwhile
+        tups = self._batches.pop(key, None)
+        if not tups:
+            return
+        self._opened.pop(key, None)
+        self.last_batch_id += 1
+        batch_id = self.last_batch_id
+        writer.submit(lambda: self._write_batch(key, tups, batch_id), (key, tups, batch_id))
+        self.metrics.set("inflight_batches", len(writer))
+
+    def _write_batch(self, key: Hashable, tups: list[Tuple], batch_id: int) -> float:
+        """Writer thread: convert and hand the batch to ``handle_batch``; returns Spark seconds."""
+        spark = self.spark()
+        started = time.monotonic()
+        try:
+            converter = self._converter(key, tups[0])
+            df = converter.to_dataframe(spark, [tup.values for tup in tups], self._handover)
+        except BatchConversionError as exc:
+            raise SinkBatchError(f"task {self._task_id}: batch {batch_id} ({len(tups)} tuples from "
+                                 f"{_stream_name(key)}) was not written, its tuples fail: {exc}") from None
+        self.handle_batch(spark, df, batch_id)
+        return time.monotonic() - started
+
+    def _settle_finished(self) -> None:
+        """Executor thread (woken by the writer, or from the timer): ack or fail finished batches.
+        Never raises: it runs from the executor's queue, where an exception would end the loop."""
+        writer = self._writer
+        if writer is None:
+            return
+        try:
+            self._settle(writer.pop_done())
+        except Exception as exc:  # noqa: BLE001 - reported, the executor must live
+            self.logger.exception("settling finished Spark batches failed")
+            self.report_error(f"settling finished Spark batches failed: {exc!r}")
+
+    def _settle(self, done: list[InFlight]) -> None:
+        for item in done:
+            key, tups, batch_id = item.payload
+            error = item.error
+            if error is None:
+                self._count_success(len(tups), item.result, batch_id)
+                self.ack_many(tups)
+                continue
+            self._count_failure(len(tups))
+            self.logger.error("batch %d failed for %s (%d tuples): %s", batch_id, _stream_name(key), len(tups), error)
+            for tup in tups:
+                if not tup._done:
+                    self.fail(tup)
+            self.report_error("".join(traceback.format_exception(error)))
+        if self._writer is not None:
+            self.metrics.set("inflight_batches", len(self._writer))
+
+    def _drain(self) -> None:
+        writer = self._writer
+        assert writer is not None
+        if not writer.drain(self._settle, DRAIN_SECS):
+            # Their tuples fail now (they replay); a write finishing later is not acked twice.
+            for item in writer.pop_done() + writer.items():
+                for tup in item.payload[1]:
+                    if not tup._done:
+                        self.fail(tup)
 
     def group_key(self, tup: Tuple) -> Hashable:
         """One batch per input stream: each stream has its own fields, so its own columns."""
@@ -161,7 +280,7 @@ class SparkSinkBolt(BatchingBolt):
             spark = self.spark()
             convert_started = time.monotonic()
             converter = self._converter(key, tups[0])
-            df = converter.to_dataframe(spark, [tup.values for tup in tups])
+            df = converter.to_dataframe(spark, [tup.values for tup in tups], self._handover)
             self.handle_batch(spark, df, batch_id)
         except BatchConversionError as exc:
             self._count_failure(len(tups))
@@ -171,14 +290,17 @@ class SparkSinkBolt(BatchingBolt):
             self._count_failure(len(tups))
             raise
         secs = time.monotonic() - convert_started
+        self._count_success(len(tups), secs, batch_id)
+        self.logger.debug("batch %d: %d rows to Spark in %.3f s (%.3f s with session start)", batch_id,
+                          len(tups), secs, time.monotonic() - started)
+
+    def _count_success(self, rows: int, secs: float, batch_id: int) -> None:
         self.metrics.incr("batches")
-        self.metrics.incr("rows", len(tups))
+        self.metrics.incr("rows", rows)
         self.metrics.incr("spark_secs_total", secs)
         self.metrics.set("spark_secs_last", round(secs, 4))
         self.metrics.set("spark_secs_per_batch", round(self.metrics["spark_secs_total"] / self.metrics["batches"], 4))
         self.metrics.set("last_batch_id", batch_id)
-        self.logger.debug("batch %d: %d rows to Spark in %.3f s (%.3f s with session start)", batch_id,
-                          len(tups), secs, time.monotonic() - started)
 
     def _count_failure(self, rows: int) -> None:
         self.metrics.incr("failed_batches")
@@ -207,6 +329,7 @@ class SparkSinkBolt(BatchingBolt):
         if self._spark is None:
             started = time.monotonic()
             self._spark = acquire_session(self._stormconf)
+            self._handover = ArrowHandover(self._spark)
             self.metrics.set("spark_session_start_secs", round(time.monotonic() - started, 3))
         return self._spark
 

@@ -97,6 +97,37 @@ class BoltTask(TaskBase):
         if tup._recv:
             ex.stats.add_latency(ex.stats.process_ms, skey, (time.monotonic() - tup._recv) * 1000.0)
 
+    def ack_many(self, tups: Iterable[Tuple]) -> None:
+        """``ack`` for a whole batch of Tuples (batching bolts): one pass, acks XOR-combined per
+        root locally and the stats counted once per (component, stream) run."""
+        ex = self.executor
+        pending = ex.pending_acks
+        trees = bool(ex.num_ackers)
+        held_pop = self.held.pop
+        acked = ex.stats.acked
+        skey: Any = None
+        run = 0
+        for tup in tups:
+            if tup._done:
+                continue
+            tup._done = True
+            held_pop(id(tup), None)
+            anchors = tup._anchors
+            if anchors is not None and trees:
+                val = tup._ack_val
+                for root, edge in anchors.items():
+                    pending[root] = pending.get(root, 0) ^ edge ^ val
+            key = tup._skey or (tup.component, tup.stream)
+            if key != skey:
+                if run:
+                    acked[skey] += run
+                skey, run = key, 0
+            run += 1
+            if tup._recv:  # a sampled tuple: its process latency spans its wait in the batch
+                ex.stats.add_latency(ex.stats.process_ms, key, (time.monotonic() - tup._recv) * 1000.0)
+        if run:
+            acked[skey] += run
+
     def fail(self, tup: Tuple) -> None:
         tup = self._settle(tup)
         if tup is None:

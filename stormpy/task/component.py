@@ -244,6 +244,16 @@ class Bolt(Component):
         """Mark ``tup`` fully processed by this bolt."""
         self._task.ack(tup)
 
+    def ack_many(self, tups: Iterable[Tuple]) -> None:
+        """Ack every Tuple of ``tups`` not yet acked or failed (one call for a whole batch)."""
+        many = getattr(self._task, "ack_many", None)
+        if many is not None:
+            many(tups)
+            return
+        for tup in tups:
+            if not tup._done:
+                self._task.ack(tup)
+
     def fail(self, tup: Tuple) -> None:
         """Fail ``tup``: the spout's ``fail`` runs for its tuple tree."""
         self._task.fail(tup)

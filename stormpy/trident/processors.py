@@ -91,6 +91,9 @@ class Processor:
     def finish(self, batch: Any) -> None:
         """The batch is complete: emit what was held (aggregates, queries, joins, states)."""
 
+    def complete(self, batch: Any) -> None:
+        """A commit-phase processor's batch is complete; its ``finish`` waits for ``$commit``."""
+
     def discard(self, txid: int) -> None:
         self.batches.pop(txid, None)
 
@@ -197,6 +200,7 @@ class PersistProcessor(Processor):
         self.updater = node.spec["updater"]
         self.state: Any = None
         self.collector = _Collector(out)
+        self.inputs_at_commit = False   # set by GroupRuntime: a parent in the group is commit-phase
 
     def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
         self.state = self.factory.make_state(conf, context, index, count)
@@ -206,6 +210,15 @@ class PersistProcessor(Processor):
 
     def execute(self, batch: Any, parent: int, values: list) -> None:
         self.batches.setdefault(batch.txid, []).append(self.project(values))
+
+    def complete(self, batch: Any) -> None:
+        """Every tuple of the batch is here, its commit is still to come: an updater with
+        ``batch_complete(state, txid, tuples)`` may start slow work now (SparkState writes the
+        batch in the background) and finish it in ``update_state`` at the commit. Only when the
+        persist's inputs come from the batch phase (else more tuples arrive at the commit)."""
+        hook = getattr(self.updater, "batch_complete", None)
+        if hook is not None and not self.inputs_at_commit:
+            hook(self.state, batch.txid, self.batches.setdefault(batch.txid, []))
 
     def finish(self, batch: Any) -> None:
         tuples = self.batches.pop(batch.txid, [])
@@ -219,6 +232,9 @@ class PersistProcessor(Processor):
         cleanup = getattr(self.updater, "cleanup", None)
         if cleanup is not None:
             cleanup()
+        close = getattr(self.state, "close", None)
+        if close is not None:
+            close()
 
 
 class StateQueryProcessor(Processor):
@@ -300,6 +316,11 @@ class GroupRuntime:
             proc = PROCESSORS[node.kind](node, self._router(node))
             self.processors[node.key] = proc
             self.order.append(proc)
+        for node in spec.nodes:
+            if node.commit_phase:
+                for key, _index_ in node.children:
+                    if isinstance(self.processors[key], PersistProcessor):
+                        self.processors[key].inputs_at_commit = True
         self.entries = {stream: [(self.processors[k], i) for k, i in targets]
                         for stream, targets in spec.entries.items()}
         self.spout_proc = self.processors.get(spec.spout_key) if spec.spout_key is not None else None
@@ -336,10 +357,15 @@ class GroupRuntime:
         self.spout_proc.execute(batch, 0, values)
 
     def finish(self, batch: Any, phase: str | None = None) -> None:
-        """Finish the batch in every processor, or only those of ``phase`` ("batch" / "commit")."""
+        """Finish the batch in every processor, or only those of ``phase`` ("batch" / "commit");
+        at the end of the "batch" phase the commit-phase processors hear ``complete``."""
         for proc in self.order:
             if phase is None or proc.node.commit_phase == (phase == "commit"):
                 proc.finish(batch)
+        if phase == "batch":
+            for proc in self.order:
+                if proc.node.commit_phase:
+                    proc.complete(batch)
 
     def discard(self, txid: int) -> None:
         for proc in self.order:

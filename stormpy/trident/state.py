@@ -12,6 +12,12 @@ map state stores next to each value decides what a replay does:
 - ``OpaqueMap`` stores ``[txid, prev, curr]``. A key whose stored txid is the current txid is
   recomputed from ``prev`` (the value before this txid), so a replay carrying *different* tuples
   replaces the earlier attempt's effect. Exact with an opaque spout too.
+  A replay may also carry FEWER keys: a key only the earlier attempt touched would keep that
+  attempt's effect and count its tuples twice when they come again in a later batch. So each
+  partition of an opaque state keeps a commit log under a reserved key (``OPAQUE_LOG_KEY``,
+  partition, partitions): ``{"txid": N, "keys": [...]}``, written in the same ``multi_put`` as the
+  values (before them), holding every key any attempt of N wrote; at the commit of a replayed N
+  the keys of the log that this attempt did not write are put back to their value before N.
 - ``NonTransactionalMap`` stores the bare value: a replay applies again (at-least-once).
 
 The wrappers are pure logic over a ``BackingMap`` (raw ``multi_get`` / ``multi_put`` of stored
@@ -34,6 +40,8 @@ TRANSACTIONAL = "transactional"
 OPAQUE = "opaque"
 NON_TRANSACTIONAL = "non_transactional"
 KINDS = (TRANSACTIONAL, OPAQUE, NON_TRANSACTIONAL)
+#: First element of the reserved key of an opaque state partition's commit log (never a user key).
+OPAQUE_LOG_KEY = "$stormpy.opaque.log"
 
 
 class State:
@@ -119,6 +127,8 @@ class MapState(State):
     def items(self) -> Iterator[tuple[tuple, Any]]:
         """Every (key tuple, logical value) of the backing map, if it can list its keys."""
         for key, raw in self.backing.items():
+            if key and key[0] == OPAQUE_LOG_KEY:
+                continue
             yield key, self._logical(raw)
 
     def _logical(self, raw: Any) -> Any:
@@ -165,10 +175,57 @@ class TransactionalMap(MapState):
 
 
 class OpaqueMap(MapState):
-    """Stores ``[txid, prev, curr]``; a key already written by the current txid is redone from prev."""
+    """Stores ``[txid, prev, curr]``; a key already written by the current txid is redone from prev.
+
+    ``partition`` (index, count) turns on the commit log (see the module docstring); None (a map
+    opened outside a topology) has none.
+    """
+
+    def __init__(self, backing: BackingMap, partition: tuple[int, int] | None = None) -> None:
+        super().__init__(backing)
+        self._log_key = None if partition is None else (OPAQUE_LOG_KEY, int(partition[0]), int(partition[1]))
+        self._log_loaded = False
+        self._log_txid: int | None = None     # the txid the stored log is about
+        self._log_keys: set[tuple] = set()    # every key an attempt of _log_txid wrote
+        self._touched: set[tuple] = set()     # keys written by the commit in progress
+
+    def begin_commit(self, txid: int) -> None:
+        super().begin_commit(txid)
+        self._touched = set()
+        if self._log_key is not None and not self._log_loaded:
+            raw = self.backing.multi_get([self._log_key])[0]
+            if isinstance(raw, dict):
+                self._log_txid = raw.get("txid")
+                self._log_keys = {tuple(k) for k in raw.get("keys", [])}
+            self._log_loaded = True
+
+    def commit(self, txid: int) -> None:
+        if self._log_key is not None and self._log_txid == txid:
+            stale = sorted(self._log_keys - self._touched, key=repr)
+            if stale:
+                self._revert(txid, stale)
+        super().commit(txid)
+
+    def _revert(self, txid: int, keys: list[tuple]) -> None:
+        """Keys an earlier attempt of ``txid`` wrote and this one did not: back to their value before it."""
+        put_keys, put_values = [], []
+        for key, raw in zip(keys, self.backing.multi_get(keys)):
+            if raw is not None and raw[0] == txid:
+                put_keys.append(key)
+                put_values.append([txid, raw[1], raw[1]])
+        if put_keys:
+            self.backing.multi_put(put_keys, put_values)
+            log.info("opaque state: txid %d replayed without %d keys an earlier attempt wrote; their "
+                     "values are back to before txid %d", txid, len(put_keys), txid)
 
     def _logical(self, raw: Any) -> Any:
         return raw[2]
+
+    def items(self) -> Iterator[tuple[tuple, Any]]:
+        """As MapState.items, without keys a reverted attempt left at "absent" (``[txid, None, None]``)."""
+        for key, value in super().items():
+            if value is not None:
+                yield key, value
 
     def multi_get(self, keys: list[tuple]) -> list[Any]:
         # Inside a commit, a key written by an earlier attempt of this txid reads as its value
@@ -205,7 +262,16 @@ class OpaqueMap(MapState):
             value = updater(_private_copy(prev))
             results.append(value)
             stored.append([txid, prev, value])
-        if keys:
+        if not keys:
+            return results
+        if self._log_key is not None:
+            # the log goes first in the same put: it must name a key before the key holds txid's value
+            self._touched.update(keys)
+            logged = (self._log_keys if self._log_txid == txid else set()) | self._touched
+            self.backing.multi_put([self._log_key, *keys],
+                                   [{"txid": txid, "keys": [list(k) for k in logged]}, *stored])
+            self._log_txid, self._log_keys = txid, logged
+        else:
             self.backing.multi_put(keys, stored)
         return results
 
@@ -262,6 +328,8 @@ class MapStateFactory(StateFactory):
 
     def make_state(self, conf: Any, context: Any, partition_index: int, num_partitions: int) -> MapState:
         backing = self.make_backing(conf, context, partition_index, num_partitions)
+        if self.kind == OPAQUE:
+            return OpaqueMap(backing, (partition_index, num_partitions))
         return _WRAPPERS[self.kind](backing)
 
     def open_map(self) -> MapState:

@@ -293,7 +293,9 @@ def test_time_closes_a_batch_by_its_age_not_at_every_timer_tick(spark: Any, spar
     bolt.on_timer()                                  # the batch is young: it stays open
     assert task.acked == [] and bolt.pending_tuples() == [tup]
     bolt._opened[("rows", "default")] -= 21          # as if 21 s had passed since its first tuple
-    bolt.on_timer()
+    bolt.on_timer()                                  # handed to the writer thread
+    assert bolt._batches == {} and bolt.last_batch_id == 1
+    bolt.flush_batches()                             # waits for the write in flight
     assert task.acked == [tup] and task.errors == []
     bolt.close()
     assert read_rows(spark, tmp_path / "out") == [(1, "w1", 10)]

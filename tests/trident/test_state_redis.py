@@ -39,8 +39,12 @@ def test_json_layout_readable_with_a_plain_client(redis_server: RedisServer, red
     with redis_server.client() as plain:
         assert json.loads(plain.get(f'{redis_prefix}:["the"]')) == stored
         assert json.loads(plain.get(f'{redis_prefix}:["café",7]'.encode())) == stored
+        log_key = [f'{redis_prefix}:["$stormpy.opaque.log",0,1]'.encode()] if kind == "opaque" else []
         assert sorted(plain.keys(f"{redis_prefix}:*")) == sorted(
-            [f'{redis_prefix}:["the"]'.encode(), f'{redis_prefix}:["café",7]'.encode()])
+            [f'{redis_prefix}:["the"]'.encode(), f'{redis_prefix}:["café",7]'.encode(), *log_key])
+        if log_key:   # the opaque commit log: the last txid and every key its attempts wrote
+            logged = json.loads(plain.get(log_key[0]))
+            assert logged["txid"] == 2 and sorted(logged["keys"]) == sorted([["the"], ["café", 7]])
     # open_map() of a factory built elsewhere from the same (url, prefix) reads the logical values.
     reader = getattr(RedisMapState, kind)(redis_server.url, redis_prefix).open_map()
     assert reader.multi_get([("the",), ("café", 7), ("absent",)]) == [3, 3, None]

@@ -337,3 +337,36 @@ def test_open_map_of_a_cached_factory_reads_the_store_now(tmp_path: Any) -> None
     assert reader.multi_get([A]) == [1]
     commit(state, 2, [A], [1])
     assert reader.multi_get([A]) == [2]
+
+
+def test_opaque_replay_with_fewer_keys_reverts_what_only_the_earlier_attempt_wrote() -> None:
+    # The commit of txid 2 landed in this partition (A and B), failed elsewhere, and the opaque
+    # spout's replay of txid 2 carries only A: B's tuple comes again in txid 3. Without the
+    # commit log B would count it twice (once from attempt 1 of txid 2, once in txid 3).
+    backing = DictBacking()
+    factory = map_state_factory(lambda conf, context, index, count: backing, "opaque")
+    first = factory.make_state({}, None, 0, 2)
+    commit(first, 1, [A], [1])
+    commit(first, 2, [A, B], [10, 5])
+    restarted = factory.make_state({}, None, 0, 2)      # the worker died; a new task replays txid 2
+    commit(restarted, 2, [A], [10])
+    commit(restarted, 3, [B], [5])
+    assert backing.data[A] == [2, 1, 11] and backing.data[B] == [3, None, 5]
+    assert backing.data[("$stormpy.opaque.log", 0, 2)] == {"txid": 3, "keys": [["b"]]}
+    # a replay in the same task (no restart), and an empty replay, revert as well
+    commit(restarted, 4, [A, C], [1, 1])
+    commit(restarted, 4, [], [])
+    assert backing.data[A][2] == 11 and backing.data[C][2] is None
+
+
+def test_opaque_log_is_hidden_from_items_and_keeps_partitions_apart() -> None:
+    store = MemoryMapState.opaque(name="opaque-log-test")
+    try:
+        p0, p1 = store.make_state({}, None, 0, 2), store.make_state({}, None, 1, 2)
+        commit(p0, 1, [A], [1])
+        commit(p1, 1, [B], [2])
+        commit(p0, 1, [], [])   # p0's replay of txid 1 without A: A is back to absent (None)
+        assert dict(store.open_map().items()) == {B: 2}   # A is back to absent
+        assert store.open_map().multi_get([A, B]) == [None, 2]
+    finally:
+        MemoryMapState.clear("opaque-log-test")

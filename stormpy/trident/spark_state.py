@@ -1,0 +1,331 @@
+"""SparkState: a Trident state that writes each (txid, partition) batch into Spark, exactly once.
+
+Used as ``stream.partition_persist(SparkState(path=...), fields, SparkState.updater())``. Each
+batch of a state partition becomes one DataFrame (rows -> Arrow -> Spark through the worker's
+long-lived SparkSession, ``stormpy.spark.session`` / ``convert``) written into a hidden staging
+directory, and at the batch's Trident commit its files are renamed to names made of the
+namespace, partition and txid (``stormpy.spark.idempotent``): a replayed txid replaces what an
+earlier attempt published instead of adding to it. So ``spark.read.parquet(path)`` holds every
+input row exactly once, even when a worker dies between Spark's write and the commit.
+
+Overlap: Spark's write (the slow part, JVM threads) starts on a writer thread as soon as the
+batch is complete in this task (``batch_complete``), while the executor goes on with later
+batches; the commit waits for that write, then publishes. At most ``max_inflight`` writes are
+running at once (``spark.sink.max.inflight.batches``, default 2; 0 = write at the commit). A
+failed write fails exactly its batch's commit, which Trident replays as a new attempt.
+
+The test hook ``spark.state.test.die.after.write: <txid>`` makes the first task that publishes
+that txid SIGKILL its own worker after the renames and before the commit completes (once per
+output: a marker file under ``_stormpy_state/``). Tests only.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from stormpy.trident.state import State, StateFactory, StateUpdater
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("parquet", "json", "csv", "orc")
+DIE_AFTER_WRITE_KEY = "spark.state.test.die.after.write"
+MAX_INFLIGHT_KEY = "spark.sink.max.inflight.batches"
+_WAIT_LOG_SECS = 30.0
+
+
+class SparkState(StateFactory):
+    """Where and how a Trident stream's batches land in Spark (a path or a table).
+
+    ``namespace`` (default: the topology name) goes into every file name, so several states or
+    topologies can share one output; txids must only grow within a namespace (see README).
+    """
+
+    def __init__(self, path: str | None = None, format: str = "parquet", partition_by: Sequence[str] | str | None = None,
+                 table: str | None = None, *, options: Mapping[str, Any] | None = None, schema: Any = None,
+                 namespace: str | None = None, max_inflight: int | None = None) -> None:
+        if (path is None) == (table is None):
+            raise ValueError("SparkState needs exactly one of path=... or table=...")
+        if format not in FORMATS:
+            raise ValueError(f"SparkState format must be one of {', '.join(FORMATS)}, got {format!r}")
+        if max_inflight is not None and max_inflight < 0:
+            raise ValueError(f"SparkState max_inflight must be >= 0, got {max_inflight}")
+        self.path = path
+        self.table = table
+        self.format = format
+        self.partition_by = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
+        self.options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
+        self.schema = schema
+        self.namespace = namespace
+        self.max_inflight = max_inflight
+
+    @staticmethod
+    def updater() -> "SparkStateUpdater":
+        """The updater ``partition_persist`` needs with a SparkState."""
+        return SparkStateUpdater()
+
+    def make_state(self, conf: Any, context: Any, partition_index: int, num_partitions: int) -> "SparkBatchState":
+        return SparkBatchState(self, dict(conf or {}), partition_index)
+
+    def describe(self) -> str:
+        return f"table {self.table}" if self.table else f"{self.format} at {self.path}"
+
+    def read(self, spark: Any) -> Any:
+        """The committed output as a DataFrame (what any Spark reader sees)."""
+        if self.table:
+            return spark.table(self.table)
+        reader = spark.read.format(self.format).options(**self.options)
+        return reader.load(self.path)
+
+
+class SparkStateUpdater(StateUpdater):
+    """Hands a partition's batch to its SparkBatchState: early (background write), then at commit."""
+
+    def batch_complete(self, state: "SparkBatchState", txid: int, tuples: list) -> None:
+        state.stage(txid, tuples)
+
+    def update_state(self, state: "SparkBatchState", tuples: list, collector: Any) -> None:
+        state.write(tuples)
+
+
+class _Staged:
+    """One attempt's Spark write: the future of its staging directory (None: empty batch)."""
+
+    __slots__ = ("txid", "tuples", "count", "future")
+
+    def __init__(self, txid: int, tuples: list, future: Future) -> None:
+        self.txid = txid
+        self.tuples = tuples
+        self.count = len(tuples)
+        self.future = future
+
+
+class SparkBatchState(State):
+    """One partition of a SparkState inside a task; every method runs on its executor thread,
+    the Spark work on one writer thread (so the row converter is used by one thread only)."""
+
+    def __init__(self, factory: SparkState, conf: dict[str, Any], partition: int) -> None:
+        self.factory = factory
+        self.conf = conf
+        self.partition = partition
+        self.namespace = factory.namespace or str(conf.get("topology.name") or "trident")
+        inflight = factory.max_inflight if factory.max_inflight is not None else conf.get(MAX_INFLIGHT_KEY)
+        self.max_inflight = 2 if inflight is None else int(inflight)
+        die = conf.get(DIE_AFTER_WRITE_KEY)
+        self.die_after_txid = None if die in (None, "", False) else int(die)
+        self._pool: ThreadPoolExecutor | None = None
+        self._staged: dict[int, _Staged] = {}
+        self._txid: int | None = None
+        self._lock = threading.Lock()   # guards the lazily made Spark objects below
+        self._spark: Any = None
+        self._converter: Any = None     # made from the first non-empty batch's fields
+        self._handover: Any = None
+        self._batches: Any = None       # idempotent.BatchFiles, made with the session
+        self._root: str | None = None
+        self.stats = {"batches": 0, "rows": 0, "replaced_batches": 0, "spark_secs_last": 0.0}
+
+    # ----------------------------------------------------------------- the State contract
+    def begin_commit(self, txid: int) -> None:
+        self._txid = txid
+
+    def commit(self, txid: int) -> None:
+        self._txid = None
+
+    def close(self) -> None:
+        """Wait briefly for running writes (their staging dirs are hidden either way), release Spark."""
+        pool, self._pool = self._pool, None
+        for staged in list(self._staged.values()):
+            try:
+                staged.future.exception(timeout=30)
+            except FutureTimeout:
+                log.warning("SparkState %s p%d: txid %d still being written at close", self.namespace,
+                            self.partition, staged.txid)
+        self._staged.clear()
+        if pool is not None:
+            pool.shutdown(wait=False)
+        if self._spark is not None:
+            from stormpy.spark.session import release_session
+            self._spark = None
+            release_session("SparkState closed")
+
+    # ----------------------------------------------------------------- batches
+    def stage(self, txid: int, tuples: list) -> None:
+        """The batch is complete in this task: start its Spark write now (bounded), publish at commit."""
+        if self.max_inflight == 0:
+            return
+        self._drop(txid)   # an earlier attempt of the same txid that never committed
+        self._wait_for_room()
+        self._staged[txid] = _Staged(txid, tuples, self._submit(list(tuples), txid))
+
+    def write(self, tuples: list) -> None:
+        """At the commit: wait for this batch's write (or do it now), then publish it idempotently."""
+        if self._txid is None:
+            raise RuntimeError("SparkState.write() outside a commit")
+        txid = self._txid
+        for older in [t for t in self._staged if t < txid]:   # attempts that never reached a commit here
+            self._discard_when_done(self._staged.pop(older))
+        staged = self._staged.pop(txid, None)
+        if staged is not None and (staged.tuples is not tuples or staged.count != len(tuples)):
+            self._discard_when_done(staged)   # the tuples changed after staging: write them again
+            staged = None
+        if staged is None:
+            staged = _Staged(txid, tuples, self._submit(list(tuples), txid))
+        staging = self._result(staged)
+        if self._batches is None:
+            return   # an empty batch into a table that does not exist yet
+        started = time.monotonic()
+        published = self._batches.publish(txid, staging)
+        if self.factory.table and published:
+            self._refresh_table()
+        self.stats["batches"] += 1
+        self.stats["rows"] += len(tuples)
+        log.debug("SparkState %s p%d: txid %d published %d files (%d rows) in %.3f s", self.namespace,
+                  self.partition, txid, len(published), len(tuples), time.monotonic() - started)
+        if self.die_after_txid is not None and txid == self.die_after_txid:
+            self._test_die_after_write(txid)
+
+    def _result(self, staged: _Staged) -> str | None:
+        waited = time.monotonic()
+        while True:
+            try:
+                return staged.future.result(timeout=_WAIT_LOG_SECS)
+            except FutureTimeout:
+                log.warning("SparkState %s p%d: commit of txid %d waiting for Spark for %.0f s", self.namespace,
+                            self.partition, staged.txid, time.monotonic() - waited)
+
+    def _submit(self, rows: list, txid: int) -> Future:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spark-state-p{self.partition}")
+        return self._pool.submit(self._spark_write, rows, txid)
+
+    def _wait_for_room(self) -> None:
+        """At most ``max_inflight`` writes running; finished ones only hold hidden files until commit."""
+        started = time.monotonic()
+        while True:
+            running = [s for s in self._staged.values() if not s.future.done()]
+            if len(running) < self.max_inflight:
+                return
+            try:
+                running[0].future.exception(timeout=_WAIT_LOG_SECS)
+            except FutureTimeout:
+                log.warning("SparkState %s p%d: %d writes in flight for %.0f s; waiting for Spark",
+                            self.namespace, self.partition, len(running), time.monotonic() - started)
+
+    def _drop(self, txid: int) -> None:
+        staged = self._staged.pop(txid, None)
+        if staged is not None:
+            self._discard_when_done(staged)
+
+    def _discard_when_done(self, staged: _Staged) -> None:
+        def discard(future: Future) -> None:
+            try:
+                staging = future.result()
+            except BaseException:  # noqa: BLE001 - a failed write left nothing to clean up here
+                return
+            if staging is not None and self._batches is not None:
+                self._batches.discard(staging)
+        staged.future.add_done_callback(discard)
+
+    # ----------------------------------------------------------------- writer thread
+    def _spark_write(self, rows: list, txid: int) -> str | None:
+        """Convert and write one batch into a fresh staging directory; returns it (None: no rows)."""
+        spark = self._ensure_spark()
+        if not rows:
+            self._ensure_files(None)
+            return None
+        started = time.monotonic()
+        if self._converter is None:
+            from stormpy.spark.convert import RowConverter, parse_schema
+            self._converter = RowConverter(rows[0].fields, parse_schema(spark, self.factory.schema))
+        df = self._converter.to_dataframe(spark, [t.values for t in rows], self._handover)
+        self._ensure_files(df)
+        staging = self._batches.new_staging(txid)
+        if not self.factory.partition_by:
+            df = df.coalesce(1)   # one file per batch (per partition_by directory otherwise)
+        writer = df.write.format(self.factory.format).mode("errorifexists")
+        if self.factory.options:
+            writer = writer.options(**self.factory.options)
+        if self.factory.partition_by:
+            writer = writer.partitionBy(*self.factory.partition_by)
+        try:
+            writer.save(self._batches.staging_uri(staging))
+        except BaseException:
+            self._batches.discard(staging)
+            raise
+        self.stats["spark_secs_last"] = time.monotonic() - started
+        return staging
+
+    def _ensure_spark(self) -> Any:
+        with self._lock:
+            if self._spark is None:
+                from stormpy.spark.convert import ArrowHandover
+                from stormpy.spark.session import acquire_session
+
+                spark = acquire_session(self.conf)
+                self._spark = spark
+                if getattr(spark, "_jvm", None) is None:
+                    raise RuntimeError("SparkState needs a SparkSession with a local JVM (not Spark Connect): "
+                                       "it renames the batch files itself")
+                self._handover = ArrowHandover(spark)
+            return self._spark
+
+    def _ensure_files(self, df: Any) -> None:
+        """The output's BatchFiles; a missing table is created from ``df``'s columns (None: not yet)."""
+        if self._batches is not None:
+            return
+        from stormpy.spark import idempotent
+
+        root = self.factory.path or self._table_location(self._spark, df)
+        if root is None:
+            return
+        self._root = root
+        batches = idempotent.BatchFiles(idempotent.files_for(self._spark, root), self.namespace, self.partition)
+        batches.clean_staging()
+        self._batches = batches
+
+    def _table_location(self, spark: Any, df: Any) -> str | None:
+        """The table's directory, creating the table (empty, with the batch's columns) when missing."""
+        table = self.factory.table
+        if not spark.catalog.tableExists(table):
+            if df is None:
+                return None   # an empty batch before the table exists: nothing to publish or replace
+            writer = df.limit(0).write.format(self.factory.format)
+            if self.factory.partition_by:
+                writer = writer.partitionBy(*self.factory.partition_by)
+            try:
+                writer.saveAsTable(table)
+            except Exception:  # noqa: BLE001 - another task created it first
+                if not spark.catalog.tableExists(table):
+                    raise
+        for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect():
+            if row[0] == "Location":
+                return str(row[1])
+        raise RuntimeError(f"SparkState: table {table!r} has no location (is it a view?)")
+
+    def _refresh_table(self) -> None:
+        """Tell the catalog about the new files (and partition directories) of a table."""
+        spark, table = self._spark, self.factory.table
+        if self.factory.partition_by:
+            spark.sql(f"ALTER TABLE {table} RECOVER PARTITIONS")
+        spark.catalog.refreshTable(table)
+
+    # ----------------------------------------------------------------- test hook
+    def _test_die_after_write(self, txid: int) -> None:
+        marker = f"{self._root.rstrip('/')}/_stormpy_state/test-died-{self._batches.ns}-t{txid}"
+        if "://" in marker or marker.startswith("file:"):
+            return
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, f"p{self.partition} pid {os.getpid()}\n".encode())
+        os.close(fd)
+        log.warning("TEST HOOK %s: txid %d published by partition %d; SIGKILLing this worker before the commit",
+                    DIE_AFTER_WRITE_KEY, txid, self.partition)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,181 @@
+"""SparkState against a real local SparkSession: replays replace, failures fail one batch, overlap.
+
+The state partitions are driven as a Trident committer drives them (``stage`` when the batch is
+complete, ``begin_commit`` / ``update_state`` / ``commit`` at the commit); the output is read back
+with Spark. The cluster fault test (a worker SIGKILLed between the write and the commit) is in
+tests/trident/test_trident_spark_cluster.py.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stormpy.spark.idempotent import StaleOutputError
+from stormpy.trident import SparkState
+from stormpy.trident.operations import TridentTuple
+
+FIELDS = ("word", "n")
+INDEX = {name: i for i, name in enumerate(FIELDS)}
+
+
+def tuples(rows: list[tuple]) -> list[TridentTuple]:
+    return [TridentTuple(list(r), INDEX) for r in rows]
+
+
+def commit(state: Any, txid: int, batch: list[TridentTuple], stage: bool = True) -> None:
+    updater = SparkState.updater()
+    if stage:
+        updater.batch_complete(state, txid, batch)
+    state.begin_commit(txid)
+    updater.update_state(state, batch, None)
+    state.commit(txid)
+
+
+def read(spark: Any, factory: SparkState) -> list[tuple]:
+    return sorted(tuple(r) for r in factory.read(spark).select(*FIELDS).collect())
+
+
+@pytest.fixture
+def make(spark, spark_conf):
+    made = []
+
+    def _make(factory: SparkState, partition: int = 0) -> Any:
+        state = factory.make_state({**spark_conf, "topology.name": "t"}, None, partition, 2)
+        made.append(state)
+        return state
+    yield _make
+    for state in made:
+        state.close()
+
+
+def test_replayed_txid_replaces_what_an_earlier_attempt_published(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"))
+    p0, p1 = make(factory, 0), make(factory, 1)
+    commit(p0, 1, tuples([("a", 1), ("b", 2)]))
+    commit(p1, 1, tuples([("c", 3)]))
+    commit(p0, 2, tuples([("d", 4), ("e", 5)]))
+    # the worker died after publishing txid 2 and before the commit: txid 2 comes again, with
+    # other tuples (an opaque spout), in a new state object (the restarted worker)
+    replay = make(factory, 0)
+    commit(replay, 2, tuples([("d", 40)]), stage=False)
+    assert read(spark, factory) == [("a", 1), ("b", 2), ("c", 3), ("d", 40)]
+    commit(replay, 3, tuples([]))
+    commit(replay, 4, tuples([("f", 6)]))
+    assert read(spark, factory) == [("a", 1), ("b", 2), ("c", 3), ("d", 40), ("f", 6)]
+    manifest = json.loads((tmp_path / "out" / "_stormpy_state" / "t-p00000.json").read_text())
+    assert manifest["txid"] == 4 and len(manifest["files"]) == 1
+
+
+def test_an_empty_replay_removes_the_earlier_attempts_rows(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"), format="json")
+    commit(make(factory), 7, tuples([("a", 1)]))
+    commit(make(factory), 7, tuples([]))
+    assert not list((tmp_path / "out").glob("part-*"))
+
+
+def test_a_spark_failure_fails_exactly_that_batch(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"), schema="word STRING, n BIGINT")
+    state = make(factory)
+    commit(state, 1, tuples([("a", 1)]))
+    with pytest.raises(Exception, match="does not fit"):
+        commit(state, 2, tuples([("b", "not a number")]))
+    commit(state, 2, tuples([("b", 2)]))           # the replay of txid 2
+    commit(state, 3, tuples([("c", 3)]))
+    assert read(spark, factory) == [("a", 1), ("b", 2), ("c", 3)]
+    assert not list((tmp_path / "out" / "_stormpy_staging").iterdir())
+
+
+def test_writes_overlap_up_to_max_inflight_and_commit_in_order(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"), format="orc", partition_by="word", max_inflight=2)
+    state = make(factory)
+    updater = SparkState.updater()
+    batches = {txid: tuples([(w, txid) for w in ("x", "y")]) for txid in range(1, 5)}
+    for txid in (1, 2, 3):
+        updater.batch_complete(state, txid, batches[txid])   # three complete before any commit
+    assert len(state._staged) == 3
+    assert not list((tmp_path / "out").glob("word=*/part-*")), "nothing is visible before a commit"
+    for txid in (1, 2, 3):
+        state.begin_commit(txid)
+        updater.update_state(state, batches[txid], None)
+        state.commit(txid)
+    batches[4].append(TridentTuple(["z", 4], INDEX))         # tuples changed after staging: rewritten
+    commit(state, 4, batches[4], stage=False)
+    assert read(spark, factory) == sorted([(w, t) for t in range(1, 5) for w in ("x", "y")] + [("z", 4)])
+
+
+def test_a_task_taking_a_partition_over_removes_its_orphaned_staging_dirs(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"))
+    dead = make(factory, 0)
+    SparkState.updater().batch_complete(dead, 1, tuples([("a", 1)]))   # staged, never committed
+    dead._staged[1].future.result(timeout=120)
+    other = make(factory, 1)
+    commit(other, 1, tuples([("b", 2)]))
+    staging = tmp_path / "out" / "_stormpy_staging"
+    assert [p.name for p in staging.iterdir()][0].startswith("t-p00000-t000000000001-")
+    successor = make(factory, 0)                    # the restarted worker's task of partition 0
+    commit(successor, 1, tuples([("a", 1)]))
+    assert not list(staging.iterdir()), "the dead task's staging directory is removed"
+    assert read(spark, factory) == [("a", 1), ("b", 2)]
+
+
+def test_older_staged_batches_are_dropped_at_a_later_commit(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"))
+    state = make(factory)
+    updater = SparkState.updater()
+    updater.batch_complete(state, 1, tuples([("a", 1)]))   # its commit never comes to this task
+    commit(state, 2, tuples([("b", 2)]))
+    assert not state._staged
+    state.close()
+    assert not list((tmp_path / "out" / "_stormpy_staging").iterdir())
+    assert read(spark, factory) == [("b", 2)]
+
+
+def test_a_zombie_whose_staging_was_removed_does_not_publish(tmp_path):
+    from stormpy.spark.idempotent import BatchFiles, LocalFiles
+    files = LocalFiles(str(tmp_path))
+    batches = BatchFiles(files, "t", 0)
+    staging = batches.new_staging(3)
+    (tmp_path / staging).mkdir(parents=True)
+    (tmp_path / staging / "part-0.json").write_text('{"w": 1}\n')
+    assert batches.publish(3, staging) == ["part-t-p00000-t000000000003-00000.json"]
+    zombie = batches.new_staging(3)
+    (tmp_path / zombie).mkdir()
+    assert BatchFiles(files, "t", 0).clean_staging() == 1
+    with pytest.raises(RuntimeError, match="is gone"):
+        batches.publish(3, zombie)
+    assert (tmp_path / "part-t-p00000-t000000000003-00000.json").exists()
+
+
+def test_restarted_txids_are_refused_with_a_clear_error(spark, make, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"))
+    commit(make(factory), 5, tuples([("a", 1)]))
+    with pytest.raises(StaleOutputError, match="already holds txid 5"):
+        commit(make(factory), 1, tuples([("b", 1)]))
+
+
+def test_table_output(spark, make, tmp_path):
+    factory = SparkState(table="tstate_words")
+    state = make(factory)
+    commit(state, 1, tuples([("a", 1)]))
+    commit(state, 1, tuples([("a", 1), ("b", 2)]))
+    commit(state, 2, tuples([("c", 3)]))
+    assert read(spark, factory) == [("a", 1), ("b", 2), ("c", 3)]
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="exactly one of path"):
+        SparkState()
+    with pytest.raises(ValueError, match="format must be one of"):
+        SparkState(path="/x", format="avro")
+
+
+def test_importing_trident_does_not_import_pyspark():
+    code = "import sys, stormpy.trident as t; assert 'pyspark' not in sys.modules; t.SparkState; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.strip() == "ok", out.stderr

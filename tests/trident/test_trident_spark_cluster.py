@@ -1,0 +1,193 @@
+"""Exactly-once into Redis and Spark on a REAL process cluster under faults (issue 14, item 4).
+
+ZooKeeper, Nimbus, 2 supervisors x 2 ports and their workers (tests/cluster/process_cluster.py),
+one cluster and one real redis-server for the module, local Spark in each worker. The topology
+(``topologies/trident_spark_cluster.py``) writes numbered input lines into SparkState (Parquet)
+and their word counts into RedisMapState.opaque. Each test waits until both outputs are
+complete, then checks: every word count equal (never more: a replay counted twice; never less),
+and every (partition, step) line in the Spark output exactly once, read back with Spark.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stormpy.testing import wait_until
+from stormpy.trident import RedisMapState
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "cluster"))
+sys.path.insert(0, str(HERE / "topologies"))
+from process_cluster import ProcessCluster  # noqa: E402
+from trident_wc_cluster import PARTITIONS, expected_counts, lines_of  # noqa: E402
+
+TOPOLOGY = HERE / "topologies" / "trident_spark_cluster.py"
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def scluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
+    cluster = ProcessCluster(tmp_path_factory.mktemp("scluster"), 2, 2)
+    try:
+        cluster.start()
+        yield cluster
+        if request.session.testsfailed:
+            print(f"\n==== cluster logs ({cluster.base}) ====\n{cluster.report()}")
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from stormpy.spark import session
+    spark = session.acquire_session({"spark.master": "local[1]", "spark.ui.enabled": False,
+                                     "spark.sql.shuffle.partitions": 1})
+    try:
+        yield spark
+    finally:
+        session.release_session("cluster Spark tests finished")
+
+
+class Run:
+    def __init__(self, cluster: ProcessCluster, tmp_path: Path, redis_url: str, prefix: str, lines: int,
+                 per_batch: int, extra: dict[str, Any] | None = None) -> None:
+        self.cluster = cluster
+        self.name = f"tspark-{uuid.uuid4().hex[:6]}"
+        self.output = tmp_path / "lines"
+        self.lines = lines
+        self.expected = expected_counts(lines)
+        self.total = sum(self.expected.values())
+        conf = {"tspark.output": str(self.output), "tspark.redis.url": redis_url, "tspark.redis.prefix": prefix,
+                "tspark.lines": lines, "tspark.per.batch": per_batch, **(extra or {})}
+        args = ["submit", str(TOPOLOGY), "--name", self.name, "--workers", "2"]
+        for key, value in conf.items():
+            args += ["-c", f"{key}={json.dumps(value)}"]
+        self.started = time.monotonic()
+        cluster.cli(*args)
+        self.id = wait_until(lambda: cluster.topology_id(self.name), 30, f"topology {self.name} to be listed")
+        self.counts_map = RedisMapState.opaque(redis_url, prefix).open_map()
+
+    def counts(self) -> Counter:
+        try:
+            return Counter({key[0]: value for key, value in self.counts_map.items()})
+        except Exception:  # noqa: BLE001 - Redis may be down in the restart test
+            return Counter()
+
+    def counted(self) -> int:
+        return sum(self.counts().values())
+
+    def wait_counted(self, at_least: int, what: str, timeout: float = 120) -> int:
+        return wait_until(lambda: (n := self.counted()) >= at_least and n, timeout,
+                          f"{self.name}: {what} (Redis total >= {at_least} of {self.total})")
+
+    def spark_files(self) -> int:
+        return len(list(self.output.glob("part-*"))) if self.output.exists() else 0
+
+    def assert_exact(self, spark: Any, timeout: float = 180) -> None:
+        self.wait_counted(self.total, "every word counted in Redis", timeout)
+        wanted = self.lines * PARTITIONS
+        wait_until(lambda: self.spark_rows(spark) >= wanted, timeout,
+                   f"{self.name}: every line in the Spark output ({wanted})")
+        time.sleep(1.0)   # a replay applied twice would show up as more than the total
+        counts = self.counts()
+        diff = {w: (counts.get(w, 0), n) for w, n in self.expected.items() if counts.get(w, 0) != n}
+        assert not diff and not set(counts) - set(self.expected), f"Redis counts (got, expected) differ: {diff}"
+        df = spark.read.parquet(str(self.output))
+        rows = df.collect()
+        seen = Counter((r["partition"], r["step"]) for r in rows)
+        dupes = {k: n for k, n in seen.items() if n > 1}
+        missing = {(p, s) for p in range(PARTITIONS) for s in range(self.lines)} - set(seen)
+        assert not dupes and not missing, f"Spark rows: duplicated {list(dupes)[:10]}, missing {sorted(missing)[:10]}"
+        text = {p: lines_of(p, self.lines) for p in range(PARTITIONS)}
+        wrong = [r for r in rows if text[r["partition"]][r["step"]] != r["sentence"]]
+        assert not wrong, f"Spark rows with another sentence than the input: {wrong[:3]}"
+        print(f"{self.name}: exact Redis counts of {self.total} words and {len(rows)} Spark rows once each "
+              f"after {time.monotonic() - self.started:.0f} s")
+
+    def spark_rows(self, spark: Any) -> int:
+        if not self.spark_files():
+            return 0
+        return spark.read.parquet(str(self.output)).count()
+
+    def finish(self) -> None:
+        if self.cluster.topology_id(self.name) is not None:
+            self.cluster.kill_topology(self.name, wait_secs=0)
+        wait_until(lambda: not self.cluster.worker_pids(self.id), 60, f"every worker of {self.id} to exit after kill")
+
+
+@pytest.fixture
+def runs(scluster: ProcessCluster) -> Iterator[list[Run]]:
+    made: list[Run] = []
+    yield made
+    for run in made:
+        run.finish()
+
+
+def test_spark_rows_once_and_exact_redis_counts_after_worker_sigkills(scluster, runs, spark, redis_server,
+                                                                      redis_prefix, tmp_path):
+    die_txid = 6
+    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=300, per_batch=10,
+              extra={"spark.state.test.die.after.write": die_txid})
+    runs.append(run)
+    pids = scluster.wait_workers(run.id, 2)
+    marker = run.output / "_stormpy_state" / f"test-died-{run.name}-t{die_txid}"
+    wait_until(marker.exists, 150, f"the test hook to SIGKILL a worker after publishing txid {die_txid}")
+    died = int(marker.read_text().split("pid ")[1])
+    assert died in pids, "the hook killed one of the topology's workers"
+    wait_until(lambda: (now := scluster.worker_pids(run.id)) and len(now) == 2 and died not in now, 90,
+               "the supervisor to restart the worker the hook killed")
+    before = run.counted()
+    run.wait_counted(before + 1, "progress after the restart")
+    survivor = next(p for p in scluster.worker_pids(run.id))
+    if run.counted() < run.total:
+        os.kill(survivor, signal.SIGKILL)
+        wait_until(lambda: (now := scluster.worker_pids(run.id)) and len(now) == 2 and survivor not in now, 90,
+                   f"the supervisor to restart SIGKILLed worker {survivor}")
+    run.assert_exact(spark)
+
+
+@pytest.mark.slow
+def test_opaque_spout_exact_after_worker_sigkills_mid_commit(scluster, runs, spark, redis_server, redis_prefix,
+                                                             tmp_path):
+    """An opaque spout's replay carries other lines than the attempt whose commit already landed in
+    some partitions: Redis must revert what only that attempt wrote, Spark replace its files."""
+    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=300, per_batch=12,
+              extra={"tspark.kind": "opaque"})
+    runs.append(run)
+    scluster.wait_workers(run.id, 2)
+    for share in (4, 2):
+        run.wait_counted(run.total // share, f"1/{share} counted before a SIGKILL")
+        victim = scluster.worker_pids(run.id)[0]
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: (now := scluster.worker_pids(run.id)) and len(now) == 2 and victim not in now, 90,
+                   f"the supervisor to restart SIGKILLed worker {victim}")
+    run.assert_exact(spark)
+
+
+def test_exact_redis_counts_after_a_redis_restart_mid_run(scluster, runs, spark, redis_server, redis_prefix,
+                                                          tmp_path):
+    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=300, per_batch=10)
+    runs.append(run)
+    try:
+        scluster.wait_workers(run.id, 2)
+        run.wait_counted(run.total // 5, "20% counted before Redis goes down")
+        redis_server.kill()
+        time.sleep(4.0)    # commits fail while it is down; batches are replayed
+        redis_server.start()
+        before = run.counted()
+        run.wait_counted(before + 1, "commits again after the Redis restart")
+        run.assert_exact(spark)
+    finally:
+        if not redis_server.is_alive():
+            redis_server.start()
