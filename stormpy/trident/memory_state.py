@@ -44,6 +44,8 @@ def _check_key(key: tuple) -> tuple:
 class MemoryMapState(BackingMap):
     """The BackingMap over the named in-process map; build factories with the classmethods."""
 
+    commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
+
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"MemoryMapState name must be a non-empty string, got {name!r}")

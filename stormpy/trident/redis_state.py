@@ -53,6 +53,8 @@ class RedisMapState(BackingMap):
     ``unix:///path/redis.sock?db=0``.
     """
 
+    commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
+
     def __init__(self, url: str, prefix: str, *, socket_timeout_secs: float = 10.0,
                  chunk_keys: int = DEFAULT_CHUNK_KEYS) -> None:
         if not isinstance(url, str) or "://" not in url:

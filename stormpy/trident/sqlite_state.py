@@ -46,6 +46,8 @@ def _check_table(table: str) -> str:
 class SqliteMapState(BackingMap):
     """The BackingMap over one table of one SQLite file; build factories with the classmethods."""
 
+    commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
+
     def __init__(self, path: str | Path, table: str | None = None, *, busy_timeout_secs: float = 30.0) -> None:
         if not str(path):
             raise ValueError("SqliteMapState needs a database file path")

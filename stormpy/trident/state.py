@@ -80,7 +80,14 @@ class BackingMap:
 
     ``multi_put`` should be atomic where the store allows it; the wrappers stay correct if it is
     not (each key carries its own txid), as long as a failed put raises.
+
+    ``commit_log``: whether an opaque state may keep its per-partition commit log (a reserved key,
+    see the module docstring) in this map. stormpy's own maps opt in; a user's BackingMap does not
+    by default, so it only ever holds the user's keys (its opaque replays then behave as Storm's
+    OpaqueMap: exact unless a replay carries fewer keys than an attempt that already landed).
     """
+
+    commit_log: bool = False
 
     def multi_get(self, keys: list[tuple]) -> list[Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement multi_get()")
@@ -329,7 +336,8 @@ class MapStateFactory(StateFactory):
     def make_state(self, conf: Any, context: Any, partition_index: int, num_partitions: int) -> MapState:
         backing = self.make_backing(conf, context, partition_index, num_partitions)
         if self.kind == OPAQUE:
-            return OpaqueMap(backing, (partition_index, num_partitions))
+            log_partition = (partition_index, num_partitions) if getattr(backing, "commit_log", False) else None
+            return OpaqueMap(backing, log_partition)
         return _WRAPPERS[self.kind](backing)
 
     def open_map(self) -> MapState:
@@ -369,6 +377,7 @@ class CachedMap(BackingMap):
             raise ValueError(f"cache size must be >= 1, got {size}")
         self.backing = backing
         self.size = size
+        self.commit_log = bool(getattr(backing, "commit_log", False))
         self._cache: OrderedDict[tuple, Any] = OrderedDict()
 
     def multi_get(self, keys: list[tuple]) -> list[Any]:
