@@ -34,8 +34,12 @@ pytestmark = pytest.mark.timeout(300)
 CLUSTER_SUPERVISORS = 2
 CLUSTER_PORTS = 2
 CLUSTER_CONF = {"logviewer.cleanup.interval.secs": 1, "logviewer.cleanup.age.mins": 0}
-SCREENSHOT = Path(os.environ.get("STORMPY_SCREENSHOT_DIR", "/tmp")) / "stormpy-topology-graph.png"
-CHARTS_SCREENSHOT = SCREENSHOT.with_name("stormpy-topology-charts.png")
+
+
+def screenshot(tmp_path: Path, name: str) -> Path:
+    """Where a browser test saves its picture: STORMPY_SCREENSHOT_DIR when a human wants to look,
+    else the test's own temporary directory (a CI run leaves nothing in /tmp)."""
+    return Path(os.environ.get("STORMPY_SCREENSHOT_DIR") or tmp_path) / name
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +241,7 @@ def page(browser: Any) -> Iterator[Any]:
         context.close()
 
 
-def test_browser_cluster_and_topology_pages(cluster, ops, page):
+def test_browser_cluster_and_topology_pages(cluster, ops, page, tmp_path):
     page.goto(ui_url(cluster, "/"))
     assert ops["name"] in page.inner_text("main")
     page.click(f"text={ops['name']}")
@@ -252,7 +256,7 @@ def test_browser_cluster_and_topology_pages(cluster, ops, page):
                            " return s.querySelector('path') && Number(s.dataset.points) >= 2; }); }",
                            timeout=45000)
     assert "samples over the last 60 min" in page.inner_text("p.charts-status")
-    page.locator("div.charts").screenshot(path=str(CHARTS_SCREENSHOT))
+    page.locator("div.charts").screenshot(path=str(screenshot(tmp_path, "stormpy-topology-charts.png")))
     assert page.console_errors == []
 
 
@@ -264,7 +268,7 @@ def test_browser_component_page(cluster, ops, page):
     assert page.console_errors == []
 
 
-def test_browser_graph_page_shows_every_component_and_stream(cluster, ops, page):
+def test_browser_graph_page_shows_every_component_and_stream(cluster, ops, page, tmp_path):
     page.goto(ui_url(cluster, f"/topology.html?id={ops['id']}"))
     page.click("text=Show the topology graph")
     page.wait_for_selector("g.node[data-component='count']", timeout=30000)
@@ -274,8 +278,9 @@ def test_browser_graph_page_shows_every_component_and_stream(cluster, ops, page)
     assert edges == ["sentences>split", "split>count"]
     page.wait_for_function("() => [...document.querySelectorAll('g.edge text')].every("
                            "t => /[0-9.]+ tuples\\/s/.test(t.textContent))", timeout=30000)
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
-    assert SCREENSHOT.stat().st_size > 5000
+    shot = screenshot(tmp_path, "stormpy-topology-graph.png")
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 5000
     assert page.console_errors == []
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import tempfile
 import urllib.error
 import urllib.request
@@ -28,6 +29,15 @@ _SECRETS = Path(tempfile.mkdtemp(prefix="stormpy-secret-"))
 SECRET_FILE = _SECRETS / "secret"
 SECRET_FILE.write_text("a-cluster-secret-for-the-security-test-0123456789\n")
 SECRET_FILE.chmod(0o600)
+
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_secrets():
+    """The secret's directory goes when the module ends (autouse: torn down after the cluster)."""
+    yield
+    shutil.rmtree(_SECRETS, ignore_errors=True)
+
 
 CLUSTER_SUPERVISORS = 2
 CLUSTER_PORTS = 2
