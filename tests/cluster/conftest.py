@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from process_cluster import ProcessCluster
+from process_cluster import ProcessCluster, module_cluster, print_logs_if_failed
 
 
 @pytest.fixture(scope="module")
@@ -16,27 +16,14 @@ def process_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
     ``CLUSTER_NIMBUSES`` (several Nimbus daemons, all in ``nimbus.seeds``).
     """
     module = request.module
-    cluster = ProcessCluster(tmp_path_factory.mktemp("cluster"), getattr(module, "CLUSTER_SUPERVISORS", 2),
-                             getattr(module, "CLUSTER_PORTS", 3), getattr(module, "CLUSTER_CONF", None),
-                             getattr(module, "CLUSTER_NIMBUSES", 1))
-    failed = False
-    try:
-        cluster.start()
+    with module_cluster(request, tmp_path_factory.mktemp("cluster"), getattr(module, "CLUSTER_SUPERVISORS", 2),
+                        getattr(module, "CLUSTER_PORTS", 3), getattr(module, "CLUSTER_CONF", None),
+                        getattr(module, "CLUSTER_NIMBUSES", 1)) as cluster:
         yield cluster
-        failed = request.session.testsfailed > 0
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        if failed:
-            print(f"\n==== cluster logs ({cluster.base}) ====\n{cluster.report()}")
-        cluster.stop()
 
 
 @pytest.fixture
 def cluster(process_cluster: ProcessCluster, request: pytest.FixtureRequest) -> Iterator[ProcessCluster]:
     """The module's cluster for one test; prints the logs when this test fails."""
     yield process_cluster
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
-        print(f"\n==== cluster logs for {request.node.nodeid} ====\n{process_cluster.report()}")
+    print_logs_if_failed(process_cluster, request)

@@ -20,11 +20,13 @@ The daemon commands are :data:`DAEMON_COMMANDS`; ``test_docker_compose.py`` chec
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +274,30 @@ class ProcessCluster:
             for log in sorted((self.base / f"supervisor-{i}" / "logs").glob("workers-artifacts/*/*/worker.log")):
                 parts.append(f"--- {log} ---\n{log_tail(log, 60)}")
         return "\n".join(parts)
+
+
+@contextlib.contextmanager
+def module_cluster(request: Any, base: Path, supervisors: int, ports: int, conf: dict[str, Any] | None = None,
+                   nimbuses: int = 1) -> Iterator[ProcessCluster]:
+    """A started ProcessCluster for one test module, stopped (workers too) even on failure; its
+    logs are printed when the start or any test of the session failed."""
+    cluster = ProcessCluster(base, supervisors, ports, conf, nimbuses)
+    failed = False
+    try:
+        cluster.start()
+        yield cluster
+        failed = request.session.testsfailed > 0
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        if failed:
+            print(f"\n==== cluster logs ({cluster.base}) ====\n{cluster.report()}")
+        cluster.stop()
+
+
+def print_logs_if_failed(cluster: ProcessCluster, request: Any) -> None:
+    """After one test: the cluster's logs when that test failed (the per-test ``cluster`` fixtures)."""
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print(f"\n==== cluster logs for {request.node.nodeid} ====\n{cluster.report()}")

@@ -22,7 +22,6 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,7 +31,7 @@ from stormpy.trident import SqliteMapState
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "cluster"))
 sys.path.insert(0, str(HERE / "topologies"))
-from process_cluster import ProcessCluster  # noqa: E402
+from process_cluster import ProcessCluster, module_cluster, print_logs_if_failed  # noqa: E402
 from trident_wc_cluster import expected_counts  # noqa: E402
 
 TOPOLOGY = HERE / "topologies" / "trident_wc_cluster.py"
@@ -43,27 +42,14 @@ pytestmark = pytest.mark.timeout(200)
 @pytest.fixture(scope="module")
 def tcluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     """ZooKeeper + Nimbus + 2 supervisors x 2 ports for this module; stopped (workers too) even on failure."""
-    cluster = ProcessCluster(tmp_path_factory.mktemp("tcluster"), 2, 2)
-    failed = False
-    try:
-        cluster.start()
+    with module_cluster(request, tmp_path_factory.mktemp("tcluster"), 2, 2) as cluster:
         yield cluster
-        failed = request.session.testsfailed > 0
-    except BaseException:
-        failed = True
-        raise
-    finally:
-        if failed:
-            print(f"\n==== cluster logs ({cluster.base}) ====\n{cluster.report()}")
-        cluster.stop()
 
 
 @pytest.fixture
 def cluster(tcluster: ProcessCluster, request: pytest.FixtureRequest) -> Iterator[ProcessCluster]:
     yield tcluster
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
-        print(f"\n==== cluster logs for {request.node.nodeid} ====\n{tcluster.report()}")
+    print_logs_if_failed(tcluster, request)
 
 
 class Run:

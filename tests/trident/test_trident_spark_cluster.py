@@ -28,7 +28,7 @@ from stormpy.trident import RedisMapState
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "cluster"))
 sys.path.insert(0, str(HERE / "topologies"))
-from process_cluster import ProcessCluster  # noqa: E402
+from process_cluster import ProcessCluster, module_cluster  # noqa: E402
 from trident_wc_cluster import PARTITIONS, expected_counts, lines_of  # noqa: E402
 
 TOPOLOGY = HERE / "topologies" / "trident_spark_cluster.py"
@@ -38,14 +38,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def scluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    cluster = ProcessCluster(tmp_path_factory.mktemp("scluster"), 2, 2)
-    try:
-        cluster.start()
+    with module_cluster(request, tmp_path_factory.mktemp("scluster"), 2, 2) as cluster:
         yield cluster
-        if request.session.testsfailed:
-            print(f"\n==== cluster logs ({cluster.base}) ====\n{cluster.report()}")
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")
