@@ -1,7 +1,8 @@
 """Every security switch of DESIGN 13 on, on a real process cluster: a word count runs end to
 end over authenticated Thrift, ACL'd ZooKeeper and a CURVE data plane, while an unauthenticated
 Thrift client, an anonymous ZooKeeper client, a forged tuple from a process without the CURVE
-keys and a UI POST without login are each refused with a clear log line."""
+keys, a UI POST without login (or with the master secret as its password) and an anonymous log
+viewer read are each refused, while `stormpy logs` reads through the log viewers' login."""
 from __future__ import annotations
 
 import base64
@@ -137,6 +138,14 @@ def test_secured_cluster_runs_a_word_count_and_refuses_anonymous_access(cluster,
                                                      "Authorization": f"Basic {login}"})
         with urllib.request.urlopen(deactivate, timeout=30) as resp:
             assert resp.status == 200
+
+        # 5. the log viewers behind the same login: anonymous refused, `stormpy logs` signs its reads
+        [viewer, *_] = [sup.logviewer_port for sup in cluster.supervisor_summaries() if sup.logviewer_port]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{viewer}/api/v1/files", timeout=30)
+        assert refused.value.code == 401
+        shown = cluster.cli("logs", name, "-n", "5").stdout
+        assert "==> 127.0.0.1:" in shown and "401" not in shown, shown
 
         assert "FORGED" not in counts(out)
         assert counts(out) == expected_counts(total)
