@@ -10,7 +10,13 @@ CLI, the UI, Nimbus, the supervisors and the workers. From it:
   instead gets one TApplicationException saying authentication is required;
 - the ZeroMQ CURVE keys of a topology's data plane (:func:`curve_keys`), derived per topology
   on each host, so they are never written anywhere (not to ZooKeeper, not to disk);
-- the UI login falls back to it when no ``ui.users.file`` is given.
+- the log viewer's signed requests from ``stormpy logs`` (:func:`sign_log_request`): a MAC
+  over a timestamp and the URL with a key derived for that purpose only.
+
+It is never a password: the UI and the log viewer log people in from ``ui.users.file``
+(:class:`HttpLogins`, scrypt hashes made by ``stormpy ui-passwd``), and they require that login
+whenever this secret is set (``http_login_required``), so HTTP is not a way around Thrift
+authentication.
 
 ZooKeeper digest ACLs use Storm's own keys (``storm.zookeeper.auth.scheme: digest`` and
 ``storm.zookeeper.auth.payload: user:password``): :func:`zookeeper_acl` gives kazoo's
@@ -19,11 +25,15 @@ that identity only.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import logging
 import os
 import socket
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -65,7 +75,9 @@ def read_secret(conf: Mapping[str, Any]) -> bytes | None:
         raise UserError(f"the shared secret in {file} is shorter than 16 bytes; "
                         "make one with `head -c 32 /dev/urandom | base64 > FILE`")
     if mode & 0o004:
-        log.warning("the shared secret file %s is world-readable; chmod 600 it", file)
+        # Refused, not warned: every account on the host could read it and take over the cluster.
+        raise UserError(f"the shared secret file {file} is world-readable: run `chmod 600 {file}` "
+                        "(storm.thrift.auth.secret.file)")
     return secret
 
 
@@ -158,3 +170,182 @@ def zookeeper_acl(conf: Mapping[str, Any]) -> tuple[list[tuple[str, str]] | None
     from kazoo.security import make_digest_acl
 
     return [("digest", str(payload))], [make_digest_acl(user, password, all=True)]
+
+
+# ---------------------------------------------------------------- HTTP logins (UI, log viewer)
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 14, 8, 1     # ~16 MiB, tens of ms per check: slow to brute-force
+SCRYPT_PREFIX = "scrypt"
+LOG_SIGNATURE_HEADER = "X-Stormpy-Signature"
+LOG_SIGNATURE_MAX_SKEW_SECS = 300
+
+
+def http_login_required(conf: Mapping[str, Any]) -> bool:
+    """True when the UI and the log viewer must log people in: ``ui.auth.enable``, or Thrift
+    authentication on (an anonymous HTTP client must not do what Thrift refuses it)."""
+    return bool(conf.get(cfg.UI_AUTH_ENABLE.name)) or bool(conf.get(cfg.STORM_THRIFT_AUTH_SECRET_FILE.name))
+
+
+def hash_password(password: str, salt: bytes | None = None) -> str:
+    """``scrypt$N$r$p$salt$hash`` (base64) for a ``ui.users.file`` line; a fresh salt by default."""
+    salt = salt if salt is not None else os.urandom(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, n=SCRYPT_N, r=SCRYPT_R, p=SCRYPT_P, dklen=32)
+    b64 = base64.b64encode
+    return f"{SCRYPT_PREFIX}${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def _parse_hash(encoded: str) -> tuple[int, int, int, bytes, bytes]:
+    """Raises ValueError for anything but a well-formed scrypt entry (plain passwords included)."""
+    scheme, n, r, p, salt, digest = encoded.split("$")
+    if scheme != SCRYPT_PREFIX:
+        raise ValueError(scheme)
+    try:
+        return int(n), int(r), int(p), base64.b64decode(salt, validate=True), base64.b64decode(digest, validate=True)
+    except binascii.Error:
+        raise ValueError("not base64") from None
+
+
+def verify_password(password: str, encoded: str) -> bool:
+    """Whether ``password`` matches a :func:`hash_password` entry (constant-time compare)."""
+    try:
+        n, r, p, salt, digest = _parse_hash(encoded)
+        got = hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, dklen=len(digest),
+                             maxmem=256 * 1024 * 1024)
+    except ValueError:
+        return False
+    return hmac.compare_digest(got, digest)
+
+
+def read_users_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """``user -> scrypt entry`` from a users file (``user:scrypt$...`` lines, ``#`` comments).
+
+    A line holding a plain password is refused with its line number (it would be a password
+    anyone who reads the file can use); so is a missing, unreadable or empty file.
+    """
+    try:
+        lines = Path(path).expanduser().read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read ui.users.file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    users: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        user, sep, encoded = line.partition(":")
+        try:
+            if not sep or not user:
+                raise ValueError(line)
+            _parse_hash(encoded)
+        except ValueError:
+            raise UserError(f"ui.users.file {path} line {number} is not 'user:scrypt$...' (plain passwords are "
+                            f"not accepted): make the entry with `stormpy ui-passwd --file {path} USER`") from None
+        users[user] = encoded
+    if not users:
+        raise UserError(f"ui.users.file {path} holds no login: add one with `stormpy ui-passwd --file {path} USER`")
+    return users
+
+
+def set_user_password(path: str | os.PathLike[str], user: str, password: str) -> bool:
+    """Add or replace ``user``'s entry in the users file (created 0600); True when it replaced one."""
+    if not user or ":" in user or user.strip() != user or user.startswith("#"):
+        raise UserError(f"a UI user name must be non-empty, without ':' or surrounding spaces: {user!r}")
+    if len(password) < 8:
+        raise UserError("the password must be at least 8 characters")
+    file = Path(path).expanduser()
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines() if file.exists() else []
+    except OSError as exc:
+        raise UserError(f"cannot read {file}: {exc.strerror or exc}") from None
+    entry = f"{user}:{hash_password(password)}"
+    kept = [line for line in lines if line.strip().partition(":")[0] != user]
+    replaced = len(kept) != len(lines)
+    tmp = file.with_name(file.name + ".tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write("\n".join([*kept, entry]) + "\n")
+        os.replace(tmp, file)
+    except OSError as exc:
+        raise UserError(f"cannot write {file}: {exc.strerror or exc}") from None
+    return replaced
+
+
+def _log_key(secret: bytes) -> bytes:
+    return derive(secret, "logviewer")
+
+
+def sign_log_request(secret: bytes, target: str, now: float | None = None) -> str:
+    """The :data:`LOG_SIGNATURE_HEADER` value for a GET of ``target`` (path and query).
+
+    ``stormpy logs`` holds the shared secret but no UI password; this lets it read logs from a
+    log viewer that requires a login. Only a MAC crosses the wire: a sniffed one reads the same
+    URL for a few minutes and nothing else."""
+    stamp = str(int(time.time() if now is None else now))
+    mac = hmac.new(_log_key(secret), f"{stamp} GET {target}".encode(), hashlib.sha256).hexdigest()
+    return f"{stamp}:{mac}"
+
+
+def check_log_signature(secret: bytes, target: str, value: str, now: float | None = None) -> bool:
+    stamp, _, mac = value.partition(":")
+    if not stamp.isdigit() or abs((time.time() if now is None else now) - int(stamp)) > LOG_SIGNATURE_MAX_SKEW_SECS:
+        return False
+    expected = hmac.new(_log_key(secret), f"{stamp} GET {target}".encode(), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(mac.encode(), expected.encode())
+
+
+class HttpLogins:
+    """HTTP basic logins checked against ``ui.users.file``: one class for the UI and the log viewer.
+
+    Verified ``(user, password)`` pairs are remembered (as a keyed hash, never the password) so
+    a page polling every few seconds does not cost a scrypt each time; the memory is per
+    process and bounded.
+    """
+
+    CACHE_MAX = 256
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._users = dict(users)
+        self._key = os.urandom(32)
+        self._verified: dict[bytes, str] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any], who: str, required: bool = True) -> "HttpLogins | None":
+        """The logins when :func:`http_login_required`, else None.
+
+        With login required but no ``ui.users.file``: a UserError naming why (``required``), or
+        None for a caller that has another way in (the log viewer's signed requests)."""
+        if not http_login_required(conf):
+            return None
+        path = conf.get(cfg.UI_USERS_FILE.name)
+        if not path:
+            if not required:
+                return None
+            reason = ("storm.thrift.auth.secret.file is set" if conf.get(cfg.STORM_THRIFT_AUTH_SECRET_FILE.name)
+                      else "ui.auth.enable is on")
+            raise UserError(f"the {who} needs a login because {reason}: set ui.users.file (make entries with "
+                            "`stormpy ui-passwd --file FILE USER`)")
+        return cls(read_users_file(str(path)))
+
+    def user(self, authorization: str | None) -> str | None:
+        """The logged-in user of an ``Authorization: Basic ...`` header, or None."""
+        scheme, _, encoded = (authorization or "").partition(" ")
+        if scheme.lower() != "basic":
+            return None
+        try:
+            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+        entry = self._users.get(user)
+        if not sep or entry is None:
+            return None
+        memo = hmac.new(self._key, f"{user}\0{password}\0{entry}".encode(), hashlib.sha256).digest()
+        with self._lock:
+            if memo in self._verified:
+                return user
+        if not verify_password(password, entry):
+            return None
+        with self._lock:
+            if len(self._verified) >= self.CACHE_MAX:
+                self._verified.clear()
+            self._verified[memo] = user
+        return user

@@ -42,6 +42,11 @@ def config_options(func: Callable[..., Any]) -> Callable[..., Any]:
             _fail(str(exc))
         warn_unknown_keys(conf, log)   # defaults are all known: only the file's and -c keys can warn
         try:
+            # Every command, daemon or client, refuses a missing, short or world-readable secret
+            # file before doing anything (``stormpy.auth.read_secret``).
+            from stormpy.auth import read_secret
+
+            read_secret(conf)
             return func(*args, conf=conf, user_overrides=user_overrides, **kwargs)
         except (UserError, ConfigError) as exc:
             _fail(str(exc), getattr(exc, "exit_code", 1))
@@ -131,6 +136,32 @@ def ui(conf: Config, user_overrides: dict[str, Any]) -> None:
     from stormpy.ui.server import run_ui
 
     sys.exit(run_ui(conf))
+
+
+@main.command("ui-passwd")
+@click.argument("user")
+@click.option("--file", "users_file", type=click.Path(dir_okay=False), default=None,
+              help="The users file to edit (default: ui.users.file of the config).")
+@click.option("--password-stdin", is_flag=True, help="Read the password from stdin's first line, not a prompt.")
+@config_options
+def ui_passwd(user: str, users_file: str | None, password_stdin: bool, conf: Config,
+              user_overrides: dict[str, Any]) -> None:
+    """Add or change a UI / log viewer login in ui.users.file (scrypt hash; file kept 0600).
+
+    The password is asked twice (or read from stdin), never taken as an argument.
+    """
+    from stormpy.auth import set_user_password
+    from stormpy.config import UI_USERS_FILE
+
+    path = users_file or conf.get(UI_USERS_FILE)
+    if not path:
+        raise UserError("no users file: pass --file FILE or set ui.users.file")
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt(f"Password for {user}", hide_input=True, confirmation_prompt=True)
+    replaced = set_user_password(path, user, password)
+    click.echo(f"{'changed' if replaced else 'added'} UI user {user!r} in {path}")
 
 
 # ---------------------------------------------------------------- topologies

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,16 +269,42 @@ STORM_THRIFT_AUTH_SECRET_FILE = _key("storm.thrift.auth.secret.file", None, str,
 STORM_ZOOKEEPER_AUTH_SCHEME = _key("storm.zookeeper.auth.scheme", "digest", str, "ZooKeeper auth scheme (digest) used with storm.zookeeper.auth.payload.")
 STORM_ZOOKEEPER_AUTH_PAYLOAD = _key("storm.zookeeper.auth.payload", None, str, "user:password: when set, every node stormpy creates gets a digest ACL for it only.")
 STORM_MESSAGING_CURVE_ENABLE = _key("storm.messaging.curve.enable", False, bool, "Encrypt and authenticate worker-to-worker traffic with ZeroMQ CURVE (keys derived from the shared secret).")
-UI_AUTH_ENABLE = _key("ui.auth.enable", False, bool, "The UI's mutating actions need an HTTP basic login (ui.users.file, else the shared secret as password).")
-UI_USERS_FILE = _key("ui.users.file", None, str, "UI logins, one 'user:password' per line.")
+UI_AUTH_ENABLE = _key("ui.auth.enable", False, bool, "The UI's mutating actions, configurations and the log viewer need an HTTP basic login from ui.users.file (always on when storm.thrift.auth.secret.file is set).")
+UI_USERS_FILE = _key("ui.users.file", None, str, "UI and log viewer logins, 'user:scrypt$...' lines made by `stormpy ui-passwd`; plain passwords are refused.")
 
 #: Values never shown by getNimbusConf/getTopologyConf or the UI.
 SECRET_KEYS = frozenset({STORM_ZOOKEEPER_AUTH_PAYLOAD.name})
+#: Key names that look like credentials (any key, at any depth, containing one of these words).
+CREDENTIAL_WORDS = ("password", "passwd", "secret", "token")
+REDACTED = "****"
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^/@:\s]*):(?P<password>[^/@\s]*)@")
+
+
+def _looks_like_credential(key: Any) -> bool:
+    name = str(key).lower()
+    return str(key) in SECRET_KEYS or any(word in name for word in CREDENTIAL_WORDS)
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: (REDACTED if _looks_like_credential(k) and v not in (None, "") else _redact_value(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(v) for v in value]
+    if isinstance(value, str):
+        return _URL_USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{REDACTED}@", value)
+    return value
 
 
 def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
-    """``conf`` with secret values replaced, for answers to clients."""
-    return {k: ("****" if k in SECRET_KEYS and v else v) for k, v in conf.items()}
+    """``conf`` with credentials replaced, for answers to clients that are not the cluster admin.
+
+    Replaced: ``SECRET_KEYS``, every key (at any depth, e.g. inside ``topology.environment``)
+    whose name contains password/passwd/secret/token, and the password of any ``scheme://user:pass@``
+    URL in a string value. Keys stay, so a reader still sees that a value is set."""
+    result = _redact_value(conf)
+    assert isinstance(result, dict)
+    return result
 
 #: Namespaces whose keys are all declared above: an unknown one there is most likely a typo.
 #: ``spark.*`` is checked only under ``spark.sink.``: other spark keys go to the SparkSession builder.

@@ -50,3 +50,16 @@ def test_bad_values_name_the_key(tmp_path: Path) -> None:
 def test_numeric_strings_coerce() -> None:
     conf = load_config(None, {"topology.workers": "3"})
     assert conf["topology.workers"] == 3
+
+
+def test_redacted_hides_credential_looking_values_at_any_depth() -> None:
+    """Issue 26 item 8: what the UI and getTopologyConf (for non-admins) show."""
+    from stormpy.config import redacted
+
+    conf = {"kafka.sasl.password": "p1", "app.secret": "s1", "auth.token": "t1", "empty.password": None,
+            "storm.zookeeper.auth.payload": "u:p2", "urls": ["https://me:p3@host/x", "https://host/y"],
+            "topology.environment": {"DB_PASSWD": "p4", "HOME": "/h"}, "topology.workers": 2}
+    assert redacted(conf) == {
+        "kafka.sasl.password": "****", "app.secret": "****", "auth.token": "****", "empty.password": None,
+        "storm.zookeeper.auth.payload": "****", "urls": ["https://me:****@host/x", "https://host/y"],
+        "topology.environment": {"DB_PASSWD": "****", "HOME": "/h"}, "topology.workers": 2}

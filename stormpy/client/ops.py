@@ -15,11 +15,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
 
+from stormpy.auth import LOG_SIGNATURE_HEADER, read_secret, sign_log_request
 from stormpy.client.commands import format_table, thrift_errors
 from stormpy.client.nimbus_client import connect
 from stormpy.errors import UserError
@@ -78,20 +79,26 @@ class WorkerLog:
     viewers: list[int]
     viewer: int | None = None
     position: int = 0
+    secret: bytes | None = field(default=None, repr=False)   # signs requests to log viewers behind a login
 
     @property
     def label(self) -> str:
         return f"{self.host}:{self.port}"
 
 
-def fetch(host: str, viewer_port: int, file: str, start: int | None, length: int) -> tuple[int, int, bytes] | None:
+def fetch(host: str, viewer_port: int, file: str, start: int | None, length: int,
+          secret: bytes | None = None) -> tuple[int, int, bytes] | None:
     """(start, size, data) from a log viewer, or None when it has no such file (404)."""
     query = {"file": file, "length": str(length)}
     if start is not None:
         query["start"] = str(start)
-    url = f"http://{host}:{viewer_port}/api/v1/log?{urllib.parse.urlencode(query)}"
+    target = f"/api/v1/log?{urllib.parse.urlencode(query)}"
+    headers = {}
+    if secret is not None:     # a log viewer behind the UI's login lets the secret's holders in
+        headers[LOG_SIGNATURE_HEADER] = sign_log_request(secret, target)
+    request = urllib.request.Request(f"http://{host}:{viewer_port}{target}", headers=headers)
     try:
-        with urllib.request.urlopen(url, timeout=HTTP_TIMEOUT_SECS) as resp:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECS) as resp:
             return int(resp.headers["X-Log-Start"]), int(resp.headers["X-Log-Size"]), resp.read()
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -117,7 +124,8 @@ def worker_logs(conf: Mapping[str, Any], name: str, component: str | None) -> tu
     for sup in cluster.supervisors or []:
         if sup.logviewer_port:
             viewers.setdefault(sup.host, []).append(int(sup.logviewer_port))
-    return info.id, [WorkerLog(host, port, f"{info.id}/{port}/worker.log", viewers.get(host, []))
+    secret = read_secret(conf)
+    return info.id, [WorkerLog(host, port, f"{info.id}/{port}/worker.log", viewers.get(host, []), secret=secret)
                      for host, port in slots]
 
 
@@ -126,7 +134,7 @@ def tail(worker: WorkerLog, lines: int) -> list[str] | None:
     length = max(4096, lines * 200)
     for viewer in ([worker.viewer] if worker.viewer else worker.viewers):
         while True:
-            got = fetch(worker.host, viewer, worker.file, None, length)
+            got = fetch(worker.host, viewer, worker.file, None, length, worker.secret)
             if got is None:
                 break
             start, size, data = got
@@ -175,7 +183,7 @@ def _follow(workers: list[WorkerLog]) -> None:
     with StopOnSignals(who="stormpy logs", announce=lambda message: None) as signals:
         while not signals.stop.is_set():
             for worker in workers:
-                got = fetch(worker.host, worker.viewer or 0, worker.file, worker.position, MAX_TAIL_BYTES)
+                got = fetch(worker.host, worker.viewer or 0, worker.file, worker.position, MAX_TAIL_BYTES, worker.secret)
                 if got is None:
                     continue
                 start, size, data = got

@@ -154,7 +154,15 @@ class NimbusHandler:
         conf = self.files.read_conf_json(topology_id)
         if conf is None:
             raise not_alive(id)
-        return self._with_rebalanced_workers(topology_id, conf)
+        conf = self._with_rebalanced_workers(topology_id, conf)
+        return conf if self._caller_is_admin() else _redacted_json(conf)
+
+    def _caller_is_admin(self) -> bool:
+        """Stormpy has one identity (DESIGN 13): whoever holds the shared secret. With
+        storm.thrift.auth.secret.file set, this Nimbus's ThriftServer only serves connections
+        that proved they hold it; without it every caller is anonymous (not the admin), and
+        credential-looking values (``config.redacted``) are replaced in what it reads."""
+        return bool(self.nimbus.conf.get(cfg.STORM_THRIFT_AUTH_SECRET_FILE.name))
 
     def _with_rebalanced_workers(self, topology_id: str, conf_json: str) -> str:
         """The stored conf is the one submitted; ``rebalance -n`` changes the StormBase's worker
@@ -551,6 +559,14 @@ class ThriftServer:
             trans.close()
             with self._conns_lock:
                 self._conns.pop(id(trans), None)
+
+
+def _redacted_json(conf_json: str) -> str:
+    try:
+        conf = json.loads(conf_json)
+    except ValueError:
+        return conf_json
+    return json.dumps(cfg.redacted(conf), sort_keys=True) if isinstance(conf, dict) else conf_json
 
 
 def nimbus_summary(host: str, port: int, uptime_secs: int, is_leader: bool) -> Any:

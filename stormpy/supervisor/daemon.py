@@ -31,7 +31,7 @@ from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.signals import StopOnSignals
 from stormpy.supervisor import localstate
 from stormpy.supervisor.launcher import Launcher
-from stormpy.supervisor.logviewer import LogCleaner, LogViewer
+from stormpy.supervisor.logviewer import LogAccess, LogCleaner, LogViewer
 from stormpy.supervisor.slot import Heartbeat, Limits, LocalAssignment, Phase, SlotState, adopted, step
 from stormpy.supervisor.sync import Syncer
 from stormpy.thrift import storm
@@ -149,8 +149,9 @@ class Supervisor:
         port = self.conf[C.LOGVIEWER_PORT]
         if port is None or port < 0:
             return
+        access = LogAccess.from_conf(self.conf)      # login on without a way in: refuse to start
         try:
-            self.logviewer = LogViewer(self.conf[C.STORM_LOG_DIR], port).start()
+            self.logviewer = LogViewer(self.conf[C.STORM_LOG_DIR], port, access=access).start()
         except OSError as exc:
             log.warning("log viewer not started on port %d (logviewer.port): %s", port, exc.strerror or exc)
 

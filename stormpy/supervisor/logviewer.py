@@ -13,6 +13,11 @@ API (text, never HTML, so a log line can never become markup):
   (the file's size) let a follower ask for what came next and notice a rotation (size shrank).
 - ``GET /api/v1/files``: JSON list of every readable log file (relative paths).
 
+Login (:class:`LogAccess`): when the UI's login is on (``ui.auth.enable``, or Thrift
+authentication), every request needs an HTTP basic login from the same ``ui.users.file``,
+checked by the same code (``stormpy.auth.HttpLogins``), or, from ``stormpy logs``, a request
+signed with a key derived from the shared secret (``stormpy.auth.sign_log_request``).
+
 Only regular files under ``workers-artifacts`` can be read: names are resolved (symlinks
 included) and must stay inside it; anything else is 404, a malformed request 400.
 
@@ -31,13 +36,15 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import stormpy
+from stormpy import auth
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +57,35 @@ class LogError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class LogAccess:
+    """Who may read logs: everyone (``required`` False), else a ``logins`` user or a request
+    signed with ``secret``."""
+
+    required: bool = False
+    logins: auth.HttpLogins | None = None
+    secret: bytes | None = None
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, Any]) -> "LogAccess":
+        """The UI's rule (``auth.http_login_required``); a UserError when login is on but nobody
+        could ever log in (no ``ui.users.file`` and no shared secret)."""
+        if not auth.http_login_required(conf):
+            return cls()
+        access = cls(True, auth.HttpLogins.from_conf(conf, "log viewer", required=False), auth.read_secret(conf))
+        if access.logins is None and access.secret is None:
+            auth.HttpLogins.from_conf(conf, "log viewer")     # raises the UI's one-line error
+        return access
+
+    def allows(self, target: str, headers: Mapping[str, str]) -> bool:
+        if not self.required:
+            return True
+        if self.logins is not None and self.logins.user(headers.get("Authorization")) is not None:
+            return True
+        signature = headers.get(auth.LOG_SIGNATURE_HEADER)
+        return bool(self.secret is not None and signature and auth.check_log_signature(self.secret, target, signature))
 
 
 def artifacts_root(log_dir: str | os.PathLike[str]) -> Path:
@@ -93,6 +129,11 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         try:
+            if not self.server.access.allows(self.path, self.headers):
+                log.warning("log viewer: refused a request from %s without a valid login", self.client_address[0])
+                self._send(401, TEXT_TYPE, b"this needs a login (ui.users.file), like the UI\n",
+                           {"WWW-Authenticate": 'Basic realm="stormpy", charset="UTF-8"'})
+                return
             if url.path.rstrip("/") == "/api/v1/log":
                 self._send_log(query)
             elif url.path.rstrip("/") == "/api/v1/files":
@@ -137,17 +178,19 @@ class LogViewerServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], root: Path) -> None:
+    def __init__(self, address: tuple[str, int], root: Path, access: LogAccess | None = None) -> None:
         self.root = root
+        self.access = access or LogAccess()
         super().__init__(address, _Handler)
 
 
 class LogViewer:
     """The HTTP server on its own thread; ``port`` is the bound port (useful when configured 0)."""
 
-    def __init__(self, log_dir: str | os.PathLike[str], port: int, host: str = "0.0.0.0") -> None:
+    def __init__(self, log_dir: str | os.PathLike[str], port: int, host: str = "0.0.0.0",
+                 access: LogAccess | None = None) -> None:
         self.root = artifacts_root(log_dir)
-        self.server = LogViewerServer((host, port), self.root)      # binds now: errors surface here
+        self.server = LogViewerServer((host, port), self.root, access)      # binds now: errors surface here
         self.port = int(self.server.server_address[1])
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.5},
                                         name="supervisor-logviewer", daemon=True)

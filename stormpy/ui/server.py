@@ -12,8 +12,6 @@ main thread waits for SIGTERM/SIGINT, because ``server.shutdown()`` blocks until
 """
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -32,8 +30,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from thriftpy2.transport import TTransportException
 
 import stormpy
-from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_AUTH_ENABLE, UI_HOST,
-                            UI_PORT, UI_TIMESERIES_SAMPLE_SECS, UI_USERS_FILE, Config, redacted)
+from stormpy.auth import HttpLogins
+from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT,
+                            UI_TIMESERIES_SAMPLE_SECS, Config, redacted)
 from stormpy.daemon_guard import local_dir_lock
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
@@ -82,30 +81,6 @@ class Route:
     kind: str                        # "api" -> JSON, "page" -> HTML
 
 
-def _load_logins(conf: Config) -> dict[str, bytes]:
-    """``user -> password`` from ``ui.users.file`` (``user:password`` lines), else ``* -> shared secret``."""
-    from stormpy.auth import read_secret
-
-    path = conf.get(UI_USERS_FILE)
-    if path:
-        try:
-            lines = open(str(path), encoding="utf-8").read().splitlines()
-        except OSError as exc:
-            raise UserError(f"cannot read ui.users.file {path}: {exc.strerror or exc}") from None
-        logins = {}
-        for line in lines:
-            user, sep, password = line.strip().partition(":")
-            if sep and user and password and not user.startswith("#"):
-                logins[user] = password.encode()
-        if not logins:
-            raise UserError(f"ui.users.file {path} holds no 'user:password' line")
-        return logins
-    secret = read_secret(conf)
-    if secret is None:
-        raise UserError("ui.auth.enable needs ui.users.file or storm.thrift.auth.secret.file")
-    return {"*": secret}
-
-
 def _default_connect(conf: Config) -> AbstractContextManager[Any]:
     # Imported on first use, so importing the UI (and its tests) does not need the client.
     from stormpy.client.nimbus_client import connect
@@ -129,7 +104,9 @@ class UIApp:
         # Signs the per-topology anti-forgery tokens (Storm's ``antiForgeryToken``); a new one per
         # UI process, so tokens from an earlier run stop working.
         self._csrf_key = secrets.token_bytes(32)
-        self._logins = _load_logins(conf) if conf.get(UI_AUTH_ENABLE) else None
+        # Login is on with ui.auth.enable or with Thrift authentication (else the UI would let
+        # anyone do over HTTP what Nimbus refuses them); on without ui.users.file: UserError.
+        self._logins = HttpLogins.from_conf(conf, "UI")
         self.history = history if history is not None else History()
         self.sampler = Sampler(self.history, lambda: self._connect(self.conf),
                                float(conf[UI_TIMESERIES_SAMPLE_SECS]))
@@ -215,25 +192,14 @@ class UIApp:
 
     def logged_in(self, headers: Mapping[str, str]) -> bool:
         """True when UI login is off, or the request carries a valid HTTP basic login."""
-        if self._logins is None:
-            return True
-        value = headers.get("Authorization") or ""
-        scheme, _, encoded = value.partition(" ")
-        if scheme.lower() != "basic":
-            return False
-        try:
-            user, sep, password = base64.b64decode(encoded.strip(), validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        if not sep:
-            return False
-        expected = self._logins.get(user, self._logins.get("*"))
-        return expected is not None and hmac.compare_digest(password.encode(), expected)
+        return self._logins is None or self._logins.user(headers.get("Authorization")) is not None
 
-    def _check_login(self, headers: Mapping[str, str]) -> None:
+    def _check_login(self, headers: Mapping[str, str], what: str = "POST") -> None:
         if not self.logged_in(headers):
-            log.warning("ui: refused a POST without a valid login (ui.auth.enable is on)")
-            raise api.ApiError(401, "Unauthorized", "this action needs a login (ui.auth.enable is on)")
+            log.warning("ui: refused a %s without a valid login (UI login is on: ui.auth.enable "
+                        "or storm.thrift.auth.secret.file)", what)
+            raise api.ApiError(401, "Unauthorized", "this needs a login (UI login is on: ui.auth.enable or "
+                                                    "storm.thrift.auth.secret.file); users are in ui.users.file")
 
     def csrf_token(self, topology_id: str) -> str:
         """The anti-forgery token for actions on ``topology_id``: served only in that topology's
@@ -298,8 +264,9 @@ class UIApp:
             return api.cluster_summary(client.getClusterInfo(), stormpy.__version__)
 
     def on_cluster_configuration(self, req: Request) -> dict[str, Any]:
+        self._check_login(req.headers, "configuration read")     # a configuration is for logged-in users, like the topology's
         with self.nimbus() as client:
-            return api.parse_conf(client.getNimbusConf())
+            return redacted(api.parse_conf(client.getNimbusConf()))
 
     def on_supervisor_summary(self, req: Request) -> dict[str, Any]:
         with self.nimbus() as client:
@@ -327,6 +294,7 @@ class UIApp:
         if self._logins is not None and not logged_in:
             doc["configuration"] = {}   # getTopologyConf needs authentication: not for anonymous readers
         else:
+            # The UI is a viewer over HTTP: credentials never reach a browser, logged in or not.
             doc["configuration"] = redacted(doc["configuration"])
         return doc
 

@@ -1,7 +1,8 @@
 """Every security switch of DESIGN 13 on, on a real process cluster: a word count runs end to
 end over authenticated Thrift, ACL'd ZooKeeper and a CURVE data plane, while an unauthenticated
 Thrift client, an anonymous ZooKeeper client, a forged tuple from a process without the CURVE
-keys and a UI POST without login are each refused with a clear log line."""
+keys, a UI POST without login (or with the master secret as its password) and an anonymous log
+viewer read are each refused, while `stormpy logs` reads through the log viewers' login."""
 from __future__ import annotations
 
 import base64
@@ -19,6 +20,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from thriftpy2.thrift import TApplicationException
 
+from stormpy.auth import set_user_password
 from stormpy.client.nimbus_client import open_client
 from stormpy.testing import wait_until
 from test_cluster_faults import acked_ids, counts, expected_counts, finish, run_conf, unique
@@ -29,6 +31,9 @@ _SECRETS = Path(tempfile.mkdtemp(prefix="stormpy-secret-"))
 SECRET_FILE = _SECRETS / "secret"
 SECRET_FILE.write_text("a-cluster-secret-for-the-security-test-0123456789\n")
 SECRET_FILE.chmod(0o600)
+USERS_FILE = _SECRETS / "ui-users"
+UI_PASSWORD = "a-ui-password-that-is-not-the-secret"
+set_user_password(USERS_FILE, "admin", UI_PASSWORD)
 
 
 
@@ -43,7 +48,8 @@ CLUSTER_SUPERVISORS = 2
 CLUSTER_PORTS = 2
 CLUSTER_CONF = {"storm.thrift.auth.secret.file": str(SECRET_FILE),
                 "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": "stormpy:zk-pass-4-test",
-                "storm.messaging.curve.enable": True, "ui.auth.enable": True}
+                "storm.messaging.curve.enable": True, "ui.auth.enable": True,
+                "ui.users.file": str(USERS_FILE)}
 
 
 def _logs(base: Path) -> str:
@@ -120,12 +126,26 @@ def test_secured_cluster_runs_a_word_count_and_refuses_anonymous_access(cluster,
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 401
-        login = base64.b64encode(b"admin:" + SECRET_FILE.read_bytes().strip()).decode()
+        raw_secret = base64.b64encode(b"admin:" + SECRET_FILE.read_bytes().strip()).decode()
+        with pytest.raises(urllib.error.HTTPError) as refused:   # the master secret is no UI password
+            urllib.request.urlopen(urllib.request.Request(
+                f"{ui}/api/v1/topology/{topology_id}/deactivate", method="POST",
+                headers={"X-CSRF-Token": doc["antiForgeryToken"], "Authorization": f"Basic {raw_secret}"}), timeout=30)
+        assert refused.value.code == 401
+        login = base64.b64encode(f"admin:{UI_PASSWORD}".encode()).decode()
         deactivate = urllib.request.Request(f"{ui}/api/v1/topology/{topology_id}/deactivate", method="POST",
                                             headers={"X-CSRF-Token": doc["antiForgeryToken"],
                                                      "Authorization": f"Basic {login}"})
         with urllib.request.urlopen(deactivate, timeout=30) as resp:
             assert resp.status == 200
+
+        # 5. the log viewers behind the same login: anonymous refused, `stormpy logs` signs its reads
+        [viewer, *_] = [sup.logviewer_port for sup in cluster.supervisor_summaries() if sup.logviewer_port]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{viewer}/api/v1/files", timeout=30)
+        assert refused.value.code == 401
+        shown = cluster.cli("logs", name, "-n", "5").stdout
+        assert "==> 127.0.0.1:" in shown and "401" not in shown, shown
 
         assert "FORGED" not in counts(out)
         assert counts(out) == expected_counts(total)

@@ -88,3 +88,28 @@ def test_an_authenticating_client_against_an_open_nimbus_fails_clearly(tmp_path:
             open_client("127.0.0.1", srv.port, 10, SECRET)
     finally:
         srv.stop("test done")
+
+
+def test_a_world_readable_secret_file_is_refused_at_start(tmp_path: Path) -> None:
+    """Issue 26 item 8: refused (one line, exit 1) by daemons and clients alike, not just warned."""
+    import subprocess
+    import sys
+
+    from stormpy.testing.processes import write_daemon_config
+
+    secret = tmp_path / "secret"
+    secret.write_bytes(SECRET)
+    secret.chmod(0o644)
+    config = write_daemon_config(tmp_path / "storm.yaml", {"storm.thrift.auth.secret.file": str(secret),
+                                                             "storm.local.dir": str(tmp_path / "local"),
+                                                             "storm.log.dir": str(tmp_path / "logs"),
+                                                             "nimbus.thrift.port": free_port(), "ui.port": 0})
+    for command in ("list", "nimbus", "ui"):
+        done = subprocess.run([sys.executable, "-m", "stormpy.cli", command, "--config", str(config)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1, (command, done.stderr)
+        assert done.stderr.strip() == (f"stormpy: error: the shared secret file {secret} is "
+                                                        f"world-readable: run `chmod 600 {secret}` "
+                                                        "(storm.thrift.auth.secret.file)"), done.stderr
+    with pytest.raises(UserError, match="world-readable"):
+        read_secret({"storm.thrift.auth.secret.file": str(secret)})

@@ -89,3 +89,54 @@ def test_supervised_worker_log_rotates_and_print_goes_to_it(tmp_path: Path) -> N
     assert (folder / "worker.log.out").stat().st_size == 0
     newest = (folder / "worker.log").read_text()
     assert "logged line 599" in newest and "INFO STDOUT [MainThread] printed line 2" in newest
+
+
+def test_with_login_on_the_log_viewer_needs_the_ui_login_or_a_signed_request(tmp_path: Path) -> None:
+    """Issue 26 item 8: the UI's users file and check; ``stormpy logs`` signs with the secret."""
+    import base64
+
+    from stormpy.auth import set_user_password
+    from stormpy.client.ops import fetch
+    from stormpy.errors import UserError
+    from stormpy.supervisor.logviewer import LogAccess
+
+    worker = tmp_path / "logs" / "workers-artifacts" / "wc-1-1" / "6700"
+    worker.mkdir(parents=True)
+    (worker / "worker.log").write_text("a private log line\n")
+    secret_file = tmp_path / "secret"
+    secret_file.write_text("the-cluster-master-secret-0123456789\n")
+    secret_file.chmod(0o600)
+    users = tmp_path / "ui-users"
+    set_user_password(users, "ops", "ui-password-77")
+    conf = {"storm.thrift.auth.secret.file": str(secret_file), "ui.users.file": str(users)}
+    server = LogViewer(tmp_path / "logs", 0, host="127.0.0.1", access=LogAccess.from_conf(conf)).start()
+    url = f"http://127.0.0.1:{server.port}/api/v1/log?file=wc-1-1/6700/worker.log"
+
+    def status(headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
+                return resp.status, dict(resp.headers)
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, dict(exc.headers)
+
+    def basic(raw: bytes) -> dict[str, str]:
+        return {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+
+    try:
+        code, headers = status({})
+        assert code == 401 and headers["WWW-Authenticate"].startswith("Basic")
+        assert status(basic(b"ops:wrong-password"))[0] == 401
+        assert status(basic(b"ops:" + secret_file.read_bytes().strip()))[0] == 401   # not a password
+        assert status(basic(b"ops:ui-password-77"))[0] == 200
+        secret = secret_file.read_bytes().strip()
+        got = fetch("127.0.0.1", server.port, "wc-1-1/6700/worker.log", None, 100, secret)
+        assert got is not None and got[2] == b"a private log line\n"
+        with pytest.raises(UserError, match="answered 401"):
+            fetch("127.0.0.1", server.port, "wc-1-1/6700/worker.log", None, 100)
+        with pytest.raises(UserError, match="answered 401"):     # signed with another secret
+            fetch("127.0.0.1", server.port, "wc-1-1/6700/worker.log", None, 100, b"another-secret-0123456789")
+    finally:
+        server.stop("test finished")
+    with pytest.raises(UserError, match="log viewer needs a login because ui.auth.enable is on"):
+        LogAccess.from_conf({"ui.auth.enable": True})

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from ui_structs import TOPOLOGY_ID, FakeNimbus, fake_connect, refusing_connect
 
+from stormpy.auth import hash_password
 from stormpy.config import Config
 from stormpy.testing import DaemonProcess, free_port
 from stormpy.ui.server import UIServer, make_server
@@ -206,7 +207,7 @@ def test_stormpy_ui_process_serves_and_exits_0_on_sigterm(tmp_path: Path) -> Non
 @pytest.fixture
 def ui_with_login(nimbus: FakeNimbus, tmp_path: Path) -> Iterator[Client]:
     users = tmp_path / "users"
-    users.write_text("# ui logins\nops:hunter2-but-longer\n")
+    users.write_text(f"# ui logins\nops:{hash_password('hunter2-but-longer')}\n")
     conf = Config({"nimbus.seeds": ["127.0.0.1"], "nimbus.thrift.port": 1, "ui.auth.enable": True,
                    "ui.users.file": str(users)})
     yield from serve(make_server(conf, "127.0.0.1", 0, connect=fake_connect(nimbus)))
@@ -214,7 +215,7 @@ def ui_with_login(nimbus: FakeNimbus, tmp_path: Path) -> Iterator[Client]:
 
 def test_ui_login_guards_actions_and_the_topology_conf(ui_with_login: Client, nimbus: FakeNimbus) -> None:
     """DESIGN 13: with ui.auth.enable, mutating actions need a login; reading stays open but
-    the topology's configuration is shown to logged-in users only."""
+    the topology's and the cluster's configurations are shown to logged-in users only."""
     import base64
 
     ui = ui_with_login
@@ -232,3 +233,4 @@ def test_ui_login_guards_actions_and_the_topology_conf(ui_with_login: Client, ni
     assert nimbus.calls == [("kill", "wordcount", 0)]
     doc = ui.json("GET", f"/api/v1/topology/{TOPOLOGY_ID}", headers=login)[1]
     assert doc["configuration"]["topology.workers"] == 2
+    assert ui.json("GET", "/api/v1/cluster/configuration")[0] == 401
