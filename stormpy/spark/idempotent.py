@@ -208,11 +208,18 @@ class HadoopFiles:
         return sorted(str(status.getPath().getName()) for status in self._fs.listStatus(path))
 
 
+def local_files(root: str) -> LocalFiles:
+    """Operations on a root of this machine's filesystem (a plain or ``file:`` path), no Spark needed."""
+    if root.startswith("file:"):
+        return LocalFiles("/" + root[len("file:"):].lstrip("/"))
+    return LocalFiles(os.path.abspath(root))
+
+
 def files_for(spark: Any, root: str, force_hadoop: bool = False) -> LocalFiles | HadoopFiles:
     """Local-disk operations when ``root`` is on this machine's filesystem, else Hadoop's."""
     if not force_hadoop:
         if root.startswith("file:"):
-            return LocalFiles("/" + root[len("file:"):].lstrip("/"))
+            return local_files(root)
         if "://" not in root:
             default_fs = "file:///"
             jsc = getattr(getattr(spark, "sparkContext", None), "_jsc", None)

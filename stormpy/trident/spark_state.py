@@ -128,6 +128,8 @@ class SparkBatchState(State):
         self._handover: Any = None
         self._batches: Any = None       # idempotent.BatchFiles, made with the session
         self._root: str | None = None
+        self._arrow: bool | None = None  # pyarrow writes the files (no Spark job); decided at the first batch
+        self._arrow_checked = False
         self.stats = {"batches": 0, "rows": 0, "replaced_batches": 0, "spark_secs_last": 0.0}
 
     # ----------------------------------------------------------------- the State contract
@@ -235,6 +237,12 @@ class SparkBatchState(State):
     # ----------------------------------------------------------------- writer thread
     def _spark_write(self, rows: list, txid: int) -> str | None:
         """Convert and write one batch into a fresh staging directory; returns it (None: no rows)."""
+        if self._arrow is None:
+            self._arrow = self._choose_arrow()
+        if self._arrow:
+            staging = self._arrow_write(rows, txid)
+            if self._arrow:
+                return staging
         spark = self._ensure_spark()
         if not rows:
             self._ensure_files(None)
@@ -255,6 +263,57 @@ class SparkBatchState(State):
             writer = writer.partitionBy(*self.factory.partition_by)
         try:
             writer.save(self._batches.staging_uri(staging))
+        except BaseException:
+            self._batches.discard(staging)
+            raise
+        self.stats["spark_secs_last"] = time.monotonic() - started
+        return staging
+
+    def _choose_arrow(self) -> bool:
+        """Whether pyarrow writes this output's files (``spark.state.writer``; see ``arrow_writer``)."""
+        from stormpy.config import SPARK_STATE_WRITER
+        from stormpy.spark.arrow_writer import use_arrow_writer
+
+        factory = self.factory
+        chosen = use_arrow_writer(self.conf, SPARK_STATE_WRITER.name, fmt=factory.format, path=factory.path,
+                                  options=factory.options, table=factory.table)
+        if chosen and isinstance(factory.schema, str):
+            # a DDL schema is parsed by Spark's own parser: that needs the JVM anyway
+            chosen = False
+        log.info("SparkState %s p%d: batches written by %s", self.namespace, self.partition,
+                 "pyarrow (no Spark job per batch)" if chosen else "Spark")
+        return chosen
+
+    def _arrow_write(self, rows: list, txid: int) -> str | None:
+        """The Arrow path of ``_spark_write``; may turn the output over to Spark (``self._arrow``)."""
+        from stormpy.spark import idempotent
+        from stormpy.spark.arrow_writer import arrow_compatible, write_table
+
+        if self._batches is None:
+            assert self.factory.path is not None
+            self._root = self.factory.path
+            batches = idempotent.BatchFiles(idempotent.local_files(self.factory.path), self.namespace, self.partition)
+            batches.clean_staging()
+            self._batches = batches
+        if not rows:
+            return None
+        started = time.monotonic()
+        if self._converter is None:
+            from stormpy.spark.convert import RowConverter
+            self._converter = RowConverter(rows[0].fields, self.factory.schema)
+        table = self._converter.to_table([t.values for t in rows])
+        if not self._arrow_checked:   # the first batch with rows fixes the column types
+            self._arrow_checked = True
+            unfit = arrow_compatible(table.schema, self.factory.format)
+            if unfit is not None:
+                log.info("SparkState %s p%d: writing through Spark instead of pyarrow: %s", self.namespace,
+                         self.partition, unfit)
+                self._arrow = False
+                return None
+        staging = self._batches.new_staging(txid)
+        try:
+            write_table(table, self._batches.files.join(staging), self.factory.format, self.factory.partition_by,
+                        self.factory.options)
         except BaseException:
             self._batches.discard(staging)
             raise
