@@ -148,6 +148,11 @@ def through_topology(conf: dict[str, Any], factory: Any, updater: Any, batch: in
     return (b1 - b0) * batch / (t1 - t0)
 
 
+WRITERS = ("arrow", "spark")
+PATHS = ("direct", "state arrow", "state spark", "topology arrow", "topology spark", "topology connect", "sync",
+         "discard")
+
+
 def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
     spark = spark_session.acquire_session(conf)
     spark.sparkContext.setLogLevel("ERROR")
@@ -156,30 +161,45 @@ def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
     try:
         for size in [int(s) for s in args.batch_sizes.split(",")]:
             batches = chunks(rows, size)
-            results: dict[str, list[float]] = {"direct": [], "state": [], "topology": [], "discard": [], "sync": []}
+            results: dict[str, list[float]] = {k: [] for k in PATHS}
             direct(spark, batches[:2], work / "warm")
             for r in range(args.rounds):
                 results["direct"].append(args.rows / direct(spark, batches, work / f"d-{size}-{r}"))
-                results["state"].append(args.rows / through_state(conf, batches, work / f"s-{size}-{r}"))
-                if not args.no_topology:
-                    results["topology"].append(through_topology(
-                        conf, SparkState(path=str(work / f"t-{size}-{r}")), SparkState.updater(), size,
-                        args.topology_secs, f"spark-{size}-{r}"))
-                    if args.sync_too:
-                        results["sync"].append(through_topology(
-                            conf, SparkState(path=str(work / f"y-{size}-{r}"), max_inflight=0), SparkState.updater(),
-                            size, args.topology_secs, f"sync-{size}-{r}"))
-                    results["discard"].append(through_topology(conf, DropFactory(), DropUpdater(), size,
-                                                               args.topology_secs, f"drop-{size}-{r}"))
+                for writer in WRITERS:
+                    results[f"state {writer}"].append(args.rows / through_state(
+                        {**conf, "spark.state.writer": writer}, batches, work / f"s-{writer}-{size}-{r}"))
+                if args.no_topology:
+                    continue
+                for writer in WRITERS:
+                    results[f"topology {writer}"].append(through_topology(
+                        {**conf, "spark.state.writer": writer}, SparkState(path=str(work / f"t-{writer}-{size}-{r}")),
+                        SparkState.updater(), size, args.topology_secs, f"{writer}-{size}-{r}"))
+                if args.connect:
+                    results["topology connect"].append(through_topology(
+                        {**conf, "spark.remote": args.connect}, SparkState(path=str(work / f"c-{size}-{r}")),
+                        SparkState.updater(), size, args.topology_secs, f"connect-{size}-{r}"))
+                if args.sync_too:
+                    results["sync"].append(through_topology(
+                        {**conf, "spark.state.writer": "spark"}, SparkState(path=str(work / f"y-{size}-{r}"),
+                                                                            max_inflight=0),
+                        SparkState.updater(), size, args.topology_secs, f"sync-{size}-{r}"))
+                results["discard"].append(through_topology(conf, DropFactory(), DropUpdater(), size,
+                                                           args.topology_secs, f"drop-{size}-{r}"))
             med = {k: statistics.median(v) for k, v in results.items() if v}
-            line = (f"batch {size:>6,} rows: direct {med['direct']:>9,.0f} rows/s | SparkState {med['state']:>9,.0f} "
-                    f"rows/s = {med['state'] / med['direct']:.2f}x direct")
-            if "topology" in med:
-                line += (f" | topology into SparkState {med['topology']:>9,.0f} rows/s vs discarding state "
-                         f"{med['discard']:>9,.0f} = {med['topology'] / med['discard']:.2f}x")
-            if "sync" in med:
-                line += f" | without overlap (max_inflight 0) {med['sync']:>9,.0f} rows/s"
+            line = f"batch {size:>6,} rows: direct {med['direct']:>9,.0f} rows/s"
+            for writer in WRITERS:
+                line += (f" | SparkState ({writer}) {med[f'state {writer}']:>9,.0f} rows/s = "
+                         f"{med[f'state {writer}'] / med['direct']:.2f}x direct")
             print(line, flush=True)
+            if "discard" in med:
+                line = f"batch {size:>6,} rows: topology into a discarding state {med['discard']:>9,.0f} rows/s"
+                for label in ("topology arrow", "topology spark", "topology connect", "sync"):
+                    if label in med:
+                        name = {"topology arrow": "SparkState (Arrow writer)", "topology spark": "SparkState (Spark job)",
+                                "topology connect": "SparkState (Spark Connect)",
+                                "sync": "SparkState (Spark job, max_inflight 0)"}[label]
+                        line += f" | {name} {med[label]:>9,.0f} = {med[label] / med['discard']:.2f}x"
+                print(line, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark_session.release_session("benchmark done")
@@ -214,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sync-too", action="store_true", help="also the topology with every write at the commit")
     parser.add_argument("--wc-secs", type=float, default=10.0, help="seconds per word-count run (0: skip)")
     parser.add_argument("--no-spark", action="store_true")
+    parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
+                        help="also the topology into SparkState through this Spark Connect server")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     conf = {"spark.master": args.master, "spark.ui.enabled": False, "spark.sql.shuffle.partitions": 2}

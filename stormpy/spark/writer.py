@@ -105,7 +105,7 @@ def write_batch(spark: Any, df: Any, settings: SinkSettings, tag: str) -> None:
     staging_path = Path(staging)
     fs = staging_path.getFileSystem(hconf.java())
     try:
-        _writer(df, settings, "errorifexists").save(staging)
+        _writer(df, settings, "error").save(staging)
         _publish(fs, Path, staging_path, Path(settings.path))
     finally:
         try:
@@ -163,7 +163,7 @@ def _write_staged_local(df: Any, settings: SinkSettings, staging: str, target: s
     """Local-disk variant of staging: the same steps with os calls instead of Hadoop RPCs."""
     staging_dir = os.path.join(target, STAGING_DIR, os.path.basename(staging))
     try:
-        _writer(df, settings, "errorifexists").save(staging_dir)
+        _writer(df, settings, "error").save(staging_dir)
         moved = 0
         for directory, _dirs, names in os.walk(staging_dir):
             relative_dir = os.path.relpath(directory, staging_dir)

@@ -56,6 +56,9 @@ class SparkState(StateFactory):
             raise ValueError(f"SparkState format must be one of {', '.join(FORMATS)}, got {format!r}")
         if max_inflight is not None and max_inflight < 0:
             raise ValueError(f"SparkState max_inflight must be >= 0, got {max_inflight}")
+        if path is not None:
+            from stormpy.spark.idempotent import check_atomic_rename
+            check_atomic_rename(path)
         self.path = path
         self.table = table
         self.format = format
@@ -256,7 +259,7 @@ class SparkBatchState(State):
         staging = self._batches.new_staging(txid)
         if not self.factory.partition_by:
             df = df.coalesce(1)   # one file per batch (per partition_by directory otherwise)
-        writer = df.write.format(self.factory.format).mode("errorifexists")
+        writer = df.write.format(self.factory.format).mode("error")
         if self.factory.options:
             writer = writer.options(**self.factory.options)
         if self.factory.partition_by:
@@ -286,15 +289,9 @@ class SparkBatchState(State):
 
     def _arrow_write(self, rows: list, txid: int) -> str | None:
         """The Arrow path of ``_spark_write``; may turn the output over to Spark (``self._arrow``)."""
-        from stormpy.spark import idempotent
         from stormpy.spark.arrow_writer import arrow_compatible, write_table
 
-        if self._batches is None:
-            assert self.factory.path is not None
-            self._root = self.factory.path
-            batches = idempotent.BatchFiles(idempotent.local_files(self.factory.path), self.namespace, self.partition)
-            batches.clean_staging()
-            self._batches = batches
+        self._ensure_files(None)   # a local path (use_arrow_writer): plain renames, no Spark
         if not rows:
             return None
         started = time.monotonic()
@@ -328,14 +325,16 @@ class SparkBatchState(State):
 
                 spark = acquire_session(self.conf)
                 self._spark = spark
-                if getattr(spark, "_jvm", None) is None:
-                    raise RuntimeError("SparkState needs a SparkSession with a local JVM (not Spark Connect): "
-                                       "it renames the batch files itself")
                 self._handover = ArrowHandover(spark)
             return self._spark
 
     def _ensure_files(self, df: Any) -> None:
-        """The output's BatchFiles; a missing table is created from ``df``'s columns (None: not yet)."""
+        """The output's BatchFiles; a missing table is created from ``df``'s columns (None: not yet).
+
+        Through Spark Connect this process has no JVM to rename files with, so the output must be
+        a path this worker sees as well as Spark's executors (one machine, or a shared mount): the
+        executors write the staging directory, this worker publishes it with plain renames.
+        """
         if self._batches is not None:
             return
         from stormpy.spark import idempotent
@@ -344,7 +343,14 @@ class SparkBatchState(State):
         if root is None:
             return
         self._root = root
-        batches = idempotent.BatchFiles(idempotent.files_for(self._spark, root), self.namespace, self.partition)
+        if getattr(self._spark, "_jvm", None) is None:
+            if "://" in root and not root.startswith("file:"):
+                raise RuntimeError(f"SparkState through Spark Connect publishes with renames on this worker's "
+                                   f"filesystem, so {root!r} must be a local or shared-mount path, not a remote URL")
+            files: Any = idempotent.local_files(root)
+        else:
+            files = idempotent.files_for(self._spark, root)
+        batches = idempotent.BatchFiles(files, self.namespace, self.partition)
         batches.clean_staging()
         self._batches = batches
 
