@@ -3,6 +3,7 @@ word count vs MemoryMapState (issue 14).
 
     python benchmarks/trident_spark.py                         # 10k and 50k rows per batch
     python benchmarks/trident_spark.py --rows 300000 --rounds 3 --batch-sizes 10000,50000 --wc-secs 10
+    python benchmarks/trident_spark.py --connect start        # and through a Spark Connect server
 
 One warm SparkSession (``--master``, default local[2]) serves every Spark method; methods
 alternate within each round and the median round is printed (the machine is shared). Per batch
@@ -15,7 +16,9 @@ size, the same pre-built rows go to Parquet as:
   thread) before batch N commits (publish: the idempotent renames and the manifest);
 - ``topology`` / ``discard`` (unless ``--no-topology``): a Trident topology under ``stormpy local``
   (a BatchSpout emitting ``batch`` rows per txid -> ``shuffle`` -> ``partition_persist``) into SparkState, and
-  the same topology into a state that drops the rows: committed rows/s, engine included;
+  the same topology into a state that drops the rows: committed rows/s, engine included; SparkState
+  both with the Arrow writer (``spark.state.writer: arrow``, the default here) and with a Spark
+  job per batch (``spark`` ); ``--connect`` adds it through Spark Connect (in a child process);
   ``--sync-too`` adds the SparkState topology with ``max_inflight=0`` (every write at the commit).
 
 Then a Trident word count (benchmarks/trident_wordcount.py's topology) into
@@ -149,8 +152,7 @@ def through_topology(conf: dict[str, Any], factory: Any, updater: Any, batch: in
 
 
 WRITERS = ("arrow", "spark")
-PATHS = ("direct", "state arrow", "state spark", "topology arrow", "topology spark", "topology connect", "sync",
-         "discard")
+PATHS = ("direct", "state arrow", "state spark", "topology arrow", "topology spark", "sync", "discard")
 
 
 def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
@@ -174,10 +176,6 @@ def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
                     results[f"topology {writer}"].append(through_topology(
                         {**conf, "spark.state.writer": writer}, SparkState(path=str(work / f"t-{writer}-{size}-{r}")),
                         SparkState.updater(), size, args.topology_secs, f"{writer}-{size}-{r}"))
-                if args.connect:
-                    results["topology connect"].append(through_topology(
-                        {**conf, "spark.remote": args.connect}, SparkState(path=str(work / f"c-{size}-{r}")),
-                        SparkState.updater(), size, args.topology_secs, f"connect-{size}-{r}"))
                 if args.sync_too:
                     results["sync"].append(through_topology(
                         {**conf, "spark.state.writer": "spark"}, SparkState(path=str(work / f"y-{size}-{r}"),
@@ -193,16 +191,57 @@ def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
             print(line, flush=True)
             if "discard" in med:
                 line = f"batch {size:>6,} rows: topology into a discarding state {med['discard']:>9,.0f} rows/s"
-                for label in ("topology arrow", "topology spark", "topology connect", "sync"):
+                for label in ("topology arrow", "topology spark", "sync"):
                     if label in med:
                         name = {"topology arrow": "SparkState (Arrow writer)", "topology spark": "SparkState (Spark job)",
-                                "topology connect": "SparkState (Spark Connect)",
                                 "sync": "SparkState (Spark job, max_inflight 0)"}[label]
                         line += f" | {name} {med[label]:>9,.0f} = {med[label] / med['discard']:.2f}x"
                 print(line, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark_session.release_session("benchmark done")
+
+
+def connect_part(args: argparse.Namespace) -> None:
+    """The topology into SparkState through Spark Connect beside the discarding one, in a child
+    process: a process has one SparkSession, and spark_part's is a classic one."""
+    import subprocess
+
+    from stormpy.testing.spark_cluster import SparkConnectServer
+
+    server = None
+    remote = args.connect
+    if remote == "start":
+        server = SparkConnectServer(tempfile.mkdtemp(prefix="stormpy-bench-connect-"), master=args.master).start()
+        remote = server.remote
+    try:
+        done = subprocess.run([sys.executable, __file__, "--connect-child", remote, "--batch-sizes", args.batch_sizes,
+                               "--rounds", str(args.rounds), "--topology-secs", str(args.topology_secs)],
+                              text=True, capture_output=True, timeout=3600)
+        print(done.stdout.strip() or done.stderr[-2000:], flush=True)
+    finally:
+        if server is not None:
+            server.stop("benchmark done")
+            shutil.rmtree(server.base, ignore_errors=True)
+
+
+def connect_child(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="stormpy-bench-tspark-connect-"))
+    conf = {"spark.remote": args.connect_child}
+    try:
+        for size in [int(s) for s in args.batch_sizes.split(",")]:
+            got: dict[str, list[float]] = {"connect": [], "discard": []}
+            for r in range(args.rounds):
+                got["connect"].append(through_topology(conf, SparkState(path=str(work / f"c-{size}-{r}")),
+                                                       SparkState.updater(), size, args.topology_secs, f"c-{size}-{r}"))
+                got["discard"].append(through_topology({}, DropFactory(), DropUpdater(), size, args.topology_secs,
+                                                       f"drop-{size}-{r}"))
+            med = {k: statistics.median(v) for k, v in got.items()}
+            print(f"batch {size:>6,} rows: topology into a discarding state {med['discard']:>9,.0f} rows/s | SparkState "
+                  f"(Spark Connect {args.connect_child}) {med['connect']:>9,.0f} = {med['connect'] / med['discard']:.2f}x",
+                  flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def wordcount_part(args: argparse.Namespace) -> None:
@@ -235,12 +274,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wc-secs", type=float, default=10.0, help="seconds per word-count run (0: skip)")
     parser.add_argument("--no-spark", action="store_true")
     parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
-                        help="also the topology into SparkState through this Spark Connect server")
+                        help="also the topology into SparkState through this Spark Connect server ('start': one "
+                             "started from the pyspark wheel, its driver on --master)")
+    parser.add_argument("--connect-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.connect_child:
+        connect_child(args)
+        return 0
     conf = {"spark.master": args.master, "spark.ui.enabled": False, "spark.sql.shuffle.partitions": 2}
     if not args.no_spark:
         spark_part(args, conf)
+    if args.connect:
+        connect_part(args)
     if args.wc_secs > 0:
         wordcount_part(args)
     return 0

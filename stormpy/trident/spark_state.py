@@ -8,11 +8,18 @@ namespace, partition and txid (``stormpy.spark.idempotent``): a replayed txid re
 earlier attempt published instead of adding to it. So ``spark.read.parquet(path)`` holds every
 input row exactly once, even when a worker dies between Spark's write and the commit.
 
-Overlap: Spark's write (the slow part, JVM threads) starts on a writer thread as soon as the
-batch is complete in this task (``batch_complete``), while the executor goes on with later
-batches; the commit waits for that write, then publishes. At most ``max_inflight`` writes are
-running at once (``spark.sink.max.inflight.batches``, default 2; 0 = write at the commit). A
-failed write fails exactly its batch's commit, which Trident replays as a new attempt.
+Overlap: the write (the slow part: pyarrow's C++ writer, or a Spark job on the JVM's threads)
+starts on a writer thread as soon as the batch is complete in this task (``batch_complete``),
+while the executor goes on with later batches; the commit waits for that write, then publishes.
+At most ``max_inflight`` writes are running at once, side by side (``spark.sink.max.inflight.batches``,
+default 2; 0 = write at the commit): a Spark job's fixed cost (~0.1-0.2 s) is then paid for two
+batches at a time. A failed write fails exactly its batch's commit, which Trident replays as a
+new attempt.
+
+Who writes: pyarrow (``stormpy.spark.arrow_writer``, no Spark job and no JVM) for Parquet/JSON
+on a local path with the embedded Spark, else Spark (``spark.state.writer``). Through Spark
+Connect the executors write the staging directory and this worker publishes it with renames on
+its own mount of the output.
 
 The test hook ``spark.state.test.die.after.write: <txid>`` makes the first task that publishes
 that txid SIGKILL its own worker after the renames and before the commit completes (once per
@@ -111,7 +118,7 @@ class _Staged:
 
 class SparkBatchState(State):
     """One partition of a SparkState inside a task; every method runs on its executor thread,
-    the Spark work on one writer thread (so the row converter is used by one thread only)."""
+    the writes on up to ``max_inflight`` writer threads (conversions one at a time, see ``_spark_write``)."""
 
     def __init__(self, factory: SparkState, conf: dict[str, Any], partition: int) -> None:
         self.factory = factory
@@ -133,6 +140,7 @@ class SparkBatchState(State):
         self._root: str | None = None
         self._arrow: bool | None = None  # pyarrow writes the files (no Spark job); decided at the first batch
         self._arrow_checked = False
+        self._convert_lock = threading.Lock()   # one conversion at a time; writes run side by side
         self.stats = {"batches": 0, "rows": 0, "replaced_batches": 0, "spark_secs_last": 0.0}
 
     # ----------------------------------------------------------------- the State contract
@@ -206,7 +214,8 @@ class SparkBatchState(State):
 
     def _submit(self, rows: list, txid: int) -> Future:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spark-state-p{self.partition}")
+            self._pool = ThreadPoolExecutor(max_workers=max(1, self.max_inflight),
+                                            thread_name_prefix=f"spark-state-p{self.partition}")
         return self._pool.submit(self._spark_write, rows, txid)
 
     def _wait_for_room(self) -> None:
@@ -239,24 +248,30 @@ class SparkBatchState(State):
 
     # ----------------------------------------------------------------- writer thread
     def _spark_write(self, rows: list, txid: int) -> str | None:
-        """Convert and write one batch into a fresh staging directory; returns it (None: no rows)."""
-        if self._arrow is None:
-            self._arrow = self._choose_arrow()
-        if self._arrow:
-            staging = self._arrow_write(rows, txid)
-            if self._arrow:
-                return staging
+        """Convert and write one batch into a fresh staging directory; returns it (None: no rows).
+
+        Up to ``max_inflight`` of these run at once on the pool's threads: the conversion (Python,
+        and the lazily made converter, schema and files) one at a time under ``_convert_lock``,
+        the writes themselves (pyarrow's C++ or Spark's JVM, which release the GIL) side by side.
+        """
+        with self._convert_lock:
+            if self._arrow is None:
+                self._arrow = self._choose_arrow()
+            arrow = self._arrow_table(rows) if self._arrow else None
+        if arrow is not None:
+            return self._arrow_write(arrow, txid)
         spark = self._ensure_spark()
-        if not rows:
-            self._ensure_files(None)
-            return None
         started = time.monotonic()
-        if self._converter is None:
-            from stormpy.spark.convert import RowConverter, parse_schema
-            self._converter = RowConverter(rows[0].fields, parse_schema(spark, self.factory.schema))
-        df = self._converter.to_dataframe(spark, [t.values for t in rows], self._handover)
-        self._ensure_files(df)
-        staging = self._batches.new_staging(txid)
+        with self._convert_lock:
+            if not rows:
+                self._ensure_files(None)
+                return None
+            if self._converter is None:
+                from stormpy.spark.convert import RowConverter, parse_schema
+                self._converter = RowConverter(rows[0].fields, parse_schema(spark, self.factory.schema))
+            df = self._converter.to_dataframe(spark, [t.values for t in rows], self._handover)
+            self._ensure_files(df)
+            staging = self._batches.new_staging(txid)
         if not self.factory.partition_by:
             df = df.coalesce(1)   # one file per batch (per partition_by directory otherwise)
         writer = df.write.format(self.factory.format).mode("error")
@@ -287,16 +302,18 @@ class SparkBatchState(State):
                  "pyarrow (no Spark job per batch)" if chosen else "Spark")
         return chosen
 
-    def _arrow_write(self, rows: list, txid: int) -> str | None:
-        """The Arrow path of ``_spark_write``; may turn the output over to Spark (``self._arrow``)."""
-        from stormpy.spark.arrow_writer import arrow_compatible, write_table
+    def _arrow_table(self, rows: list) -> Any:
+        """The batch as an Arrow table for the Arrow writer, or None: Spark writes it (the first
+        batch's columns may turn the output over to Spark for good, ``self._arrow``). Called
+        under ``_convert_lock``; an empty batch is an empty table."""
+        from stormpy.spark.arrow_writer import arrow_compatible
+        from stormpy.spark.convert import RowConverter
 
         self._ensure_files(None)   # a local path (use_arrow_writer): plain renames, no Spark
         if not rows:
-            return None
-        started = time.monotonic()
+            import pyarrow as pa
+            return pa.table({})
         if self._converter is None:
-            from stormpy.spark.convert import RowConverter
             self._converter = RowConverter(rows[0].fields, self.factory.schema)
         table = self._converter.to_table([t.values for t in rows])
         if not self._arrow_checked:   # the first batch with rows fixes the column types
@@ -307,6 +324,15 @@ class SparkBatchState(State):
                          self.partition, unfit)
                 self._arrow = False
                 return None
+        return table
+
+    def _arrow_write(self, table: Any, txid: int) -> str | None:
+        """Write ``table`` into a fresh staging directory with pyarrow (None: an empty batch)."""
+        from stormpy.spark.arrow_writer import write_table
+
+        if table.num_rows == 0:
+            return None
+        started = time.monotonic()
         staging = self._batches.new_staging(txid)
         try:
             write_table(table, self._batches.files.join(staging), self.factory.format, self.factory.partition_by,
