@@ -331,24 +331,10 @@ def main(argv: list[str] | None = None) -> int:
 def connect_part(args: argparse.Namespace) -> None:
     """The spout -> sink topology through Spark Connect beside the engine-only one, in a child
     process (a process has one SparkSession, and main's is a classic one)."""
-    import subprocess
+    from stormpy.testing.spark_cluster import run_connect_child
 
-    from stormpy.testing.spark_cluster import SparkConnectServer
-
-    server = None
-    remote = args.connect
-    if remote == "start":
-        server = SparkConnectServer(tempfile.mkdtemp(prefix="stormpy-bench-connect-"), master=args.master).start()
-        remote = server.remote
-    try:
-        done = subprocess.run([sys.executable, __file__, "--connect-child", remote, "--rows", str(args.rows),
-                               "--batch-sizes", args.batch_sizes, "--rounds", str(args.rounds)],
-                              text=True, capture_output=True, timeout=3600)
-        print(done.stdout.strip() or done.stderr[-2000:], flush=True)
-    finally:
-        if server is not None:
-            server.stop("benchmark done")
-            shutil.rmtree(server.base, ignore_errors=True)
+    print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--rows", str(args.rows),
+                             "--batch-sizes", args.batch_sizes, "--rounds", str(args.rounds)]), flush=True)
 
 
 def connect_child(args: argparse.Namespace) -> None:

@@ -205,24 +205,10 @@ def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
 def connect_part(args: argparse.Namespace) -> None:
     """The topology into SparkState through Spark Connect beside the discarding one, in a child
     process: a process has one SparkSession, and spark_part's is a classic one."""
-    import subprocess
+    from stormpy.testing.spark_cluster import run_connect_child
 
-    from stormpy.testing.spark_cluster import SparkConnectServer
-
-    server = None
-    remote = args.connect
-    if remote == "start":
-        server = SparkConnectServer(tempfile.mkdtemp(prefix="stormpy-bench-connect-"), master=args.master).start()
-        remote = server.remote
-    try:
-        done = subprocess.run([sys.executable, __file__, "--connect-child", remote, "--batch-sizes", args.batch_sizes,
-                               "--rounds", str(args.rounds), "--topology-secs", str(args.topology_secs)],
-                              text=True, capture_output=True, timeout=3600)
-        print(done.stdout.strip() or done.stderr[-2000:], flush=True)
-    finally:
-        if server is not None:
-            server.stop("benchmark done")
-            shutil.rmtree(server.base, ignore_errors=True)
+    print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--batch-sizes", args.batch_sizes,
+                             "--rounds", str(args.rounds), "--topology-secs", str(args.topology_secs)]), flush=True)
 
 
 def connect_child(args: argparse.Namespace) -> None:

@@ -171,6 +171,29 @@ class SparkConnectServer(_SparkDaemons):
         return self
 
 
+def run_connect_child(remote: str, master: str, argv: Sequence[str], timeout: float = 3600) -> str:
+    """Run ``argv`` (a benchmark's child mode) with ``remote`` appended; ``remote`` ``start`` first
+    starts a Connect server from the wheel (its driver on ``master``) and stops it after.
+
+    Benchmarks measure Spark Connect in a child process because a process has one SparkSession
+    and theirs is a classic one. Returns the child's stdout (its stderr's tail when it printed nothing).
+    """
+    import shutil
+    import tempfile
+
+    server = None
+    if remote == "start":
+        server = SparkConnectServer(tempfile.mkdtemp(prefix="stormpy-bench-connect-"), master=master).start()
+        remote = server.remote
+    try:
+        done = subprocess.run([*argv, "--connect-child", remote], text=True, capture_output=True, timeout=timeout)
+        return done.stdout.strip() or done.stderr[-2000:]
+    finally:
+        if server is not None:
+            server.stop("benchmark done")
+            shutil.rmtree(server.base, ignore_errors=True)
+
+
 @atexit.register
 def _stop_leftovers() -> None:
     for daemons in list(_RUNNING):
