@@ -20,7 +20,10 @@ two cores are shared. For each batch size, the same pre-built rows go to Parquet
 - ``topology`` (unless ``--no-topology``): a spout emitting the rows through ``stormpy local``'s
   runtime (executors, transfer, XOR acker) into the sink, acked end to end: the rate a user
   sees, engine included; ``engine-only`` is the same spout into a bolt that drops the tuples,
-  the engine's ceiling on this machine at that moment.
+  the engine's ceiling on this machine at that moment. ``sink`` and ``topology`` use the
+  default writer here (pyarrow: ``spark.sink.writer: auto``); ``sink-spark`` and
+  ``topology-spark`` write each batch with a Spark job (``spark.sink.writer: spark``);
+  ``--connect`` adds ``topology-connect`` through a Spark Connect server (in a child process).
 
 The ratios printed are sink / best direct method and topology / best direct method. Issue 5's
 target: sink ratio >= 0.8 and >= 100,000 rows/s at 50k-row batches.
@@ -267,8 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-topology", action="store_true", help="skip the spout -> sink topology runs")
     parser.add_argument("--sync-too", action="store_true",
                         help="also run the topology with spark.sink.max.inflight.batches=0 (no overlap)")
+    parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
+                        help="also the topology through this Spark Connect server ('start': one started from the "
+                             "pyspark wheel, its driver on --master)")
+    parser.add_argument("--connect-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.connect_child:
+        connect_child(args)
+        return 0
 
     conf = {"spark.master": args.master, "spark.ui.enabled": False, "spark.sql.shuffle.partitions": 2,
             "topology.message.timeout.secs": 60}
@@ -293,11 +303,16 @@ def main(argv: list[str] | None = None) -> int:
                 measure("sink", lambda out: through_sink(conf, tuples, batch, out), len(rows), workdir, results, spark)
                 measure("direct-rows", lambda out: direct_rows(spark, rows, batch, out), len(rows), workdir,
                         results, spark)
+                spark_job = {**conf, "spark.sink.writer": "spark"}
+                measure("sink-spark", lambda out: through_sink(spark_job, tuples, batch, out), len(rows), workdir,
+                        results, spark)
                 if not args.no_topology:
                     measure("topology", lambda out: through_topology(conf, len(rows), batch, out), len(rows),
                             workdir, results, spark)
+                    measure("topology-spark", lambda out: through_topology(spark_job, len(rows), batch, out),
+                            len(rows), workdir, results, spark)
                     if args.sync_too:
-                        sync = {**conf, "spark.sink.max.inflight.batches": 0}
+                        sync = {**spark_job, "spark.sink.max.inflight.batches": 0}
                         measure("topology-sync", lambda out: through_topology(sync, len(rows), batch, out),
                                 len(rows), workdir, results, spark)
                     engine_only(lambda: through_topology(conf, len(rows), batch, workdir / "none",
@@ -308,7 +323,41 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         release_session("benchmark finished")
         shutil.rmtree(workdir, ignore_errors=True)
+    if args.connect:
+        connect_part(args)
     return 0
+
+
+def connect_part(args: argparse.Namespace) -> None:
+    """The spout -> sink topology through Spark Connect beside the engine-only one, in a child
+    process (a process has one SparkSession, and main's is a classic one)."""
+    from stormpy.testing.spark_cluster import run_connect_child
+
+    print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--rows", str(args.rows),
+                             "--batch-sizes", args.batch_sizes, "--rounds", str(args.rounds)]), flush=True)
+
+
+def connect_child(args: argparse.Namespace) -> None:
+    import pyarrow.dataset as ds
+
+    conf = {"spark.remote": args.connect_child, "topology.message.timeout.secs": 60}
+    workdir = Path(tempfile.mkdtemp(prefix="stormpy-bench-spark-connect-"))
+    try:
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            got: dict[str, list[float]] = {"connect": [], "engine": []}
+            for round_no in range(args.rounds):
+                out = workdir / f"c-{batch}-{round_no}"
+                got["connect"].append(rate(args.rows, through_topology(conf, args.rows, batch, out)))
+                written = ds.dataset(str(out), format="parquet").count_rows()
+                if written != args.rows:
+                    raise RuntimeError(f"Spark Connect run wrote {written} rows, expected {args.rows}")
+                got["engine"].append(rate(args.rows, through_topology(conf, args.rows, batch, workdir / "none",
+                                                                      BenchEngineTopology)))
+            connect, engine = statistics.median(got["connect"]), statistics.median(got["engine"])
+            print(f"{batch:>7} topology-connect ({args.connect_child}) {connect:>10,.0f} rows/s / engine-only "
+                  f"{engine:,.0f} = {connect / engine:.2f}x", flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def print_report(report: list[tuple[int, dict[str, list[Any]]]], rows: int, args: argparse.Namespace) -> None:
@@ -324,10 +373,10 @@ def print_report(report: list[tuple[int, dict[str, list[Any]]]], rows: int, args
             print(f"{batch:>7} {name:<13} {medians[name]:>10,.0f} {percentile(all_times, 0.5):>12.3f} "
                   f"{percentile(all_times, 0.95):>7.3f}")
         best = max(medians.get("direct-arrow", 0.0), medians.get("direct-rows", 0.0))
-        for name in ("sink", "topology", "topology-sync"):
+        for name in ("sink", "sink-spark", "topology", "topology-spark", "topology-sync"):
             if name in medians and best:
                 print(f"{batch:>7} {name} / best direct = {medians[name] / best:.2f}x")
-        for name in ("topology", "topology-sync"):
+        for name in ("topology", "topology-spark", "topology-sync"):
             if medians.get("engine-only") and name in medians:
                 print(f"{batch:>7} {name} / engine-only = {medians[name] / medians['engine-only']:.2f}x")
     print()

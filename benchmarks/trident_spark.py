@@ -3,6 +3,7 @@ word count vs MemoryMapState (issue 14).
 
     python benchmarks/trident_spark.py                         # 10k and 50k rows per batch
     python benchmarks/trident_spark.py --rows 300000 --rounds 3 --batch-sizes 10000,50000 --wc-secs 10
+    python benchmarks/trident_spark.py --connect start        # and through a Spark Connect server
 
 One warm SparkSession (``--master``, default local[2]) serves every Spark method; methods
 alternate within each round and the median round is printed (the machine is shared). Per batch
@@ -15,7 +16,9 @@ size, the same pre-built rows go to Parquet as:
   thread) before batch N commits (publish: the idempotent renames and the manifest);
 - ``topology`` / ``discard`` (unless ``--no-topology``): a Trident topology under ``stormpy local``
   (a BatchSpout emitting ``batch`` rows per txid -> ``shuffle`` -> ``partition_persist``) into SparkState, and
-  the same topology into a state that drops the rows: committed rows/s, engine included;
+  the same topology into a state that drops the rows: committed rows/s, engine included; SparkState
+  both with the Arrow writer (``spark.state.writer: arrow``, the default here) and with a Spark
+  job per batch (``spark`` ); ``--connect`` adds it through Spark Connect (in a child process);
   ``--sync-too`` adds the SparkState topology with ``max_inflight=0`` (every write at the commit).
 
 Then a Trident word count (benchmarks/trident_wordcount.py's topology) into
@@ -148,6 +151,10 @@ def through_topology(conf: dict[str, Any], factory: Any, updater: Any, batch: in
     return (b1 - b0) * batch / (t1 - t0)
 
 
+WRITERS = ("arrow", "spark")
+PATHS = ("direct", "state arrow", "state spark", "topology arrow", "topology spark", "sync", "discard")
+
+
 def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
     spark = spark_session.acquire_session(conf)
     spark.sparkContext.setLogLevel("ERROR")
@@ -156,33 +163,71 @@ def spark_part(args: argparse.Namespace, conf: dict[str, Any]) -> None:
     try:
         for size in [int(s) for s in args.batch_sizes.split(",")]:
             batches = chunks(rows, size)
-            results: dict[str, list[float]] = {"direct": [], "state": [], "topology": [], "discard": [], "sync": []}
+            results: dict[str, list[float]] = {k: [] for k in PATHS}
             direct(spark, batches[:2], work / "warm")
             for r in range(args.rounds):
                 results["direct"].append(args.rows / direct(spark, batches, work / f"d-{size}-{r}"))
-                results["state"].append(args.rows / through_state(conf, batches, work / f"s-{size}-{r}"))
-                if not args.no_topology:
-                    results["topology"].append(through_topology(
-                        conf, SparkState(path=str(work / f"t-{size}-{r}")), SparkState.updater(), size,
-                        args.topology_secs, f"spark-{size}-{r}"))
-                    if args.sync_too:
-                        results["sync"].append(through_topology(
-                            conf, SparkState(path=str(work / f"y-{size}-{r}"), max_inflight=0), SparkState.updater(),
-                            size, args.topology_secs, f"sync-{size}-{r}"))
-                    results["discard"].append(through_topology(conf, DropFactory(), DropUpdater(), size,
-                                                               args.topology_secs, f"drop-{size}-{r}"))
+                for writer in WRITERS:
+                    results[f"state {writer}"].append(args.rows / through_state(
+                        {**conf, "spark.state.writer": writer}, batches, work / f"s-{writer}-{size}-{r}"))
+                if args.no_topology:
+                    continue
+                for writer in WRITERS:
+                    results[f"topology {writer}"].append(through_topology(
+                        {**conf, "spark.state.writer": writer}, SparkState(path=str(work / f"t-{writer}-{size}-{r}")),
+                        SparkState.updater(), size, args.topology_secs, f"{writer}-{size}-{r}"))
+                if args.sync_too:
+                    results["sync"].append(through_topology(
+                        {**conf, "spark.state.writer": "spark"}, SparkState(path=str(work / f"y-{size}-{r}"),
+                                                                            max_inflight=0),
+                        SparkState.updater(), size, args.topology_secs, f"sync-{size}-{r}"))
+                results["discard"].append(through_topology(conf, DropFactory(), DropUpdater(), size,
+                                                           args.topology_secs, f"drop-{size}-{r}"))
             med = {k: statistics.median(v) for k, v in results.items() if v}
-            line = (f"batch {size:>6,} rows: direct {med['direct']:>9,.0f} rows/s | SparkState {med['state']:>9,.0f} "
-                    f"rows/s = {med['state'] / med['direct']:.2f}x direct")
-            if "topology" in med:
-                line += (f" | topology into SparkState {med['topology']:>9,.0f} rows/s vs discarding state "
-                         f"{med['discard']:>9,.0f} = {med['topology'] / med['discard']:.2f}x")
-            if "sync" in med:
-                line += f" | without overlap (max_inflight 0) {med['sync']:>9,.0f} rows/s"
+            line = f"batch {size:>6,} rows: direct {med['direct']:>9,.0f} rows/s"
+            for writer in WRITERS:
+                line += (f" | SparkState ({writer}) {med[f'state {writer}']:>9,.0f} rows/s = "
+                         f"{med[f'state {writer}'] / med['direct']:.2f}x direct")
             print(line, flush=True)
+            if "discard" in med:
+                line = f"batch {size:>6,} rows: topology into a discarding state {med['discard']:>9,.0f} rows/s"
+                for label in ("topology arrow", "topology spark", "sync"):
+                    if label in med:
+                        name = {"topology arrow": "SparkState (Arrow writer)", "topology spark": "SparkState (Spark job)",
+                                "sync": "SparkState (Spark job, max_inflight 0)"}[label]
+                        line += f" | {name} {med[label]:>9,.0f} = {med[label] / med['discard']:.2f}x"
+                print(line, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         spark_session.release_session("benchmark done")
+
+
+def connect_part(args: argparse.Namespace) -> None:
+    """The topology into SparkState through Spark Connect beside the discarding one, in a child
+    process: a process has one SparkSession, and spark_part's is a classic one."""
+    from stormpy.testing.spark_cluster import run_connect_child
+
+    print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--batch-sizes", args.batch_sizes,
+                             "--rounds", str(args.rounds), "--topology-secs", str(args.topology_secs)]), flush=True)
+
+
+def connect_child(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="stormpy-bench-tspark-connect-"))
+    conf = {"spark.remote": args.connect_child}
+    try:
+        for size in [int(s) for s in args.batch_sizes.split(",")]:
+            got: dict[str, list[float]] = {"connect": [], "discard": []}
+            for r in range(args.rounds):
+                got["connect"].append(through_topology(conf, SparkState(path=str(work / f"c-{size}-{r}")),
+                                                       SparkState.updater(), size, args.topology_secs, f"c-{size}-{r}"))
+                got["discard"].append(through_topology({}, DropFactory(), DropUpdater(), size, args.topology_secs,
+                                                       f"drop-{size}-{r}"))
+            med = {k: statistics.median(v) for k, v in got.items()}
+            print(f"batch {size:>6,} rows: topology into a discarding state {med['discard']:>9,.0f} rows/s | SparkState "
+                  f"(Spark Connect {args.connect_child}) {med['connect']:>9,.0f} = {med['connect'] / med['discard']:.2f}x",
+                  flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def wordcount_part(args: argparse.Namespace) -> None:
@@ -214,11 +259,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sync-too", action="store_true", help="also the topology with every write at the commit")
     parser.add_argument("--wc-secs", type=float, default=10.0, help="seconds per word-count run (0: skip)")
     parser.add_argument("--no-spark", action="store_true")
+    parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
+                        help="also the topology into SparkState through this Spark Connect server ('start': one "
+                             "started from the pyspark wheel, its driver on --master)")
+    parser.add_argument("--connect-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.connect_child:
+        connect_child(args)
+        return 0
     conf = {"spark.master": args.master, "spark.ui.enabled": False, "spark.sql.shuffle.partitions": 2}
     if not args.no_spark:
         spark_part(args, conf)
+    if args.connect:
+        connect_part(args)
     if args.wc_secs > 0:
         wordcount_part(args)
     return 0

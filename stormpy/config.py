@@ -156,6 +156,8 @@ SPARK_SINK_MODE = _key("spark.sink.mode", None, str, "Spark save mode of the bui
 SPARK_SINK_PARTITION_BY = _key("spark.sink.partition.by", None, (list, str), "Columns to partition the output by.")
 SPARK_SINK_TABLE = _key("spark.sink.table", None, str, "Write batches with saveAsTable to this table instead of a path.")
 SPARK_SINK_SCHEMA = _key("spark.sink.schema", None, str, "Sink schema as a DDL string; default: inferred from the first batch.")
+SPARK_STATE_WRITER = _key("spark.state.writer", "auto", str, "Who writes SparkState's files: auto (pyarrow for parquet/json on a local path with the embedded Spark, else Spark), arrow, or spark.")
+SPARK_SINK_WRITER = _key("spark.sink.writer", "auto", str, "Who writes the Spark sink's built-in batches: auto (pyarrow for parquet/json on a local path with the embedded Spark, else Spark), arrow, or spark.")
 SPARK_STATE_TEST_DIE_AFTER_WRITE = _key("spark.state.test.die.after.write", None, int, "TEST HOOK, never in production: the first SparkState task to publish this txid SIGKILLs its own worker before the commit completes (once per output).")
 SPARK_SINK_OPTIONS = _key("spark.sink.options", None, dict, "Extra writer options, e.g. {header: true} for csv.")
 

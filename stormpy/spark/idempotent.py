@@ -40,6 +40,8 @@ import shutil
 import uuid
 from typing import Any
 
+from stormpy.config import ConfigError
+
 log = logging.getLogger(__name__)
 
 STAGING_DIR = "_stormpy_staging"
@@ -62,6 +64,26 @@ def _extension(name: str) -> str:
     base = name.rsplit("/", 1)[-1]
     dot = base.find(".")
     return base[dot:] if dot > 0 else ""
+
+
+#: URL schemes of object stores: a "rename" there is a copy and a delete, so a reader can see a
+#: half-published batch and a crash can leave one. SparkState refuses them (``check_atomic_rename``).
+OBJECT_STORES = ("s3", "s3a", "s3n", "gs", "wasb", "wasbs", "abfs", "abfss", "oss", "cos", "cosn", "obs")
+
+
+def check_atomic_rename(path: str) -> None:
+    """Refuse an output whose filesystem cannot rename a file into place atomically.
+
+    The exactly-once publish (step 2 above) relies on a rename within one filesystem that
+    either happens whole or not at all: true of a local disk, a shared POSIX mount (NFS) and
+    HDFS; not of object stores, whatever Spark committer is configured (the committers make
+    Spark's own job output safe, not renames made by stormpy).
+    """
+    scheme = path.split("://", 1)[0].lower() if "://" in path else ""
+    if scheme in OBJECT_STORES:
+        raise ConfigError(f"SparkState path {path!r}: {scheme}:// is an object store, where a rename is a copy and a "
+                         "delete, not atomic, so SparkState cannot publish a batch exactly once there; use a path on "
+                         "a local or shared POSIX filesystem or HDFS (or SparkSinkBolt, which is at-least-once)")
 
 
 class StaleOutputError(RuntimeError):
@@ -208,11 +230,18 @@ class HadoopFiles:
         return sorted(str(status.getPath().getName()) for status in self._fs.listStatus(path))
 
 
+def local_files(root: str) -> LocalFiles:
+    """Operations on a root of this machine's filesystem (a plain or ``file:`` path), no Spark needed."""
+    if root.startswith("file:"):
+        return LocalFiles("/" + root[len("file:"):].lstrip("/"))
+    return LocalFiles(os.path.abspath(root))
+
+
 def files_for(spark: Any, root: str, force_hadoop: bool = False) -> LocalFiles | HadoopFiles:
     """Local-disk operations when ``root`` is on this machine's filesystem, else Hadoop's."""
     if not force_hadoop:
         if root.startswith("file:"):
-            return LocalFiles("/" + root[len("file:"):].lstrip("/"))
+            return local_files(root)
         if "://" not in root:
             default_fs = "file:///"
             jsc = getattr(getattr(spark, "sparkContext", None), "_jsc", None)

@@ -34,12 +34,14 @@ import traceback
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.config import ConfigError
+from stormpy.spark.arrow_writer import arrow_compatible, use_arrow_writer
 from stormpy.spark.convert import ArrowHandover, BatchConversionError, RowConverter, parse_schema
 from stormpy.spark.inflight import BackgroundWriter, InFlight
 from stormpy.spark.session import acquire_session, release_session
 from stormpy.spark.settings import SinkSettings, sink_settings
-from stormpy.spark.writer import write_batch
+from stormpy.spark.writer import write_arrow_batch, write_batch
 from stormpy.task.component import BatchingBolt
 from stormpy.task.tuple import Tuple
 
@@ -95,6 +97,8 @@ class SparkSinkBolt(BatchingBolt):
         self._spark: Any = None
         self._handover: ArrowHandover | None = None
         self._schema: Any = None
+        self._arrow: bool | None = None   # decided at the first batch (_arrow_output)
+        self._arrow_checked = False
         self.last_batch_id = 0
         for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total", "inflight_batches",
                      "spark_session_start_secs"):  # every key exists up front: the writer thread only updates
@@ -199,17 +203,50 @@ class SparkSinkBolt(BatchingBolt):
         self.metrics.set("inflight_batches", len(writer))
 
     def _write_batch(self, key: Hashable, tups: list[Tuple], batch_id: int) -> float:
-        """Writer thread: convert and hand the batch to ``handle_batch``; returns Spark seconds."""
-        spark = self.spark()
+        """Writer thread: convert and hand the batch over (``_hand_over``); returns its seconds."""
         started = time.monotonic()
+        self._hand_over(key, tups, batch_id)
+        return time.monotonic() - started
+
+    def _hand_over(self, key: Hashable, tups: list[Tuple], batch_id: int) -> None:
+        """Convert one batch and write it: with pyarrow (no Spark job) where the built-in writer
+        allows it, else as a DataFrame through ``handle_batch``. A value that does not convert
+        raises SinkBatchError naming the batch."""
         try:
+            if self._arrow_output():
+                table = self._converter(key, tups[0]).to_table([tup.values for tup in tups])
+                if self._arrow_fits(table):
+                    write_arrow_batch(table, self.sink, f"task{self._task_id}-batch{batch_id}")
+                    return
+            spark = self.spark()
             converter = self._converter(key, tups[0])
             df = converter.to_dataframe(spark, [tup.values for tup in tups], self._handover)
         except BatchConversionError as exc:
             raise SinkBatchError(f"task {self._task_id}: batch {batch_id} ({len(tups)} tuples from "
                                  f"{_stream_name(key)}) was not written, its tuples fail: {exc}") from None
         self.handle_batch(spark, df, batch_id)
-        return time.monotonic() - started
+
+    def _arrow_output(self) -> bool:
+        """Whether batches go to files through pyarrow: the built-in writer (``handle_batch`` not
+        overridden) appending to a local path with the embedded Spark (``spark.sink.writer``)."""
+        if self._arrow is None:
+            self._arrow = (type(self).handle_batch is SparkSinkBolt.handle_batch and self.sink.mode == "append"
+                           and not isinstance(self.sink.schema, str)
+                           and use_arrow_writer(self._stormconf, cfg.SPARK_SINK_WRITER.name, fmt=self.sink.format,
+                                                path=self.sink.path, options=self.sink.options, table=self.sink.table))
+            self.logger.info("Spark sink batches written by %s", "pyarrow (no Spark job per batch)" if self._arrow
+                             else "Spark")
+        return self._arrow
+
+    def _arrow_fits(self, table: Any) -> bool:
+        """The first batch's columns decide for good whether Spark would read Arrow's files back the same."""
+        if not self._arrow_checked:
+            self._arrow_checked = True
+            unfit = arrow_compatible(table.schema, self.sink.format)
+            if unfit is not None:
+                self.logger.info("Spark sink writes through Spark instead of pyarrow: %s", unfit)
+                self._arrow = False
+        return bool(self._arrow)
 
     def _settle_finished(self) -> None:
         """Executor thread (woken by the writer, or from the timer): ack or fail finished batches.
@@ -271,28 +308,19 @@ class SparkSinkBolt(BatchingBolt):
             self._run_batch(key)
 
     def process_batch(self, key: Hashable, tups: list[Tuple]) -> None:
-        """Convert the batch and hand it to ``handle_batch``; raising fails every tuple of it."""
+        """Convert the batch and write it (``_hand_over``); raising fails every tuple of it."""
         self._opened.pop(key, None)
         self.last_batch_id += 1
         batch_id = self.last_batch_id
         started = time.monotonic()
         try:
-            spark = self.spark()
-            convert_started = time.monotonic()
-            converter = self._converter(key, tups[0])
-            df = converter.to_dataframe(spark, [tup.values for tup in tups], self._handover)
-            self.handle_batch(spark, df, batch_id)
-        except BatchConversionError as exc:
-            self._count_failure(len(tups))
-            raise SinkBatchError(f"task {self._task_id}: batch {batch_id} ({len(tups)} tuples from "
-                                 f"{_stream_name(key)}) was not written, its tuples fail: {exc}") from None
+            self._hand_over(key, tups, batch_id)
         except Exception:
             self._count_failure(len(tups))
             raise
-        secs = time.monotonic() - convert_started
+        secs = time.monotonic() - started
         self._count_success(len(tups), secs, batch_id)
-        self.logger.debug("batch %d: %d rows to Spark in %.3f s (%.3f s with session start)", batch_id,
-                          len(tups), secs, time.monotonic() - started)
+        self.logger.debug("batch %d: %d rows written in %.3f s", batch_id, len(tups), secs)
 
     def _count_success(self, rows: int, secs: float, batch_id: int) -> None:
         self.metrics.incr("batches")

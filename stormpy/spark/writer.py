@@ -105,13 +105,42 @@ def write_batch(spark: Any, df: Any, settings: SinkSettings, tag: str) -> None:
     staging_path = Path(staging)
     fs = staging_path.getFileSystem(hconf.java())
     try:
-        _writer(df, settings, "errorifexists").save(staging)
+        _writer(df, settings, "error").save(staging)
         _publish(fs, Path, staging_path, Path(settings.path))
     finally:
         try:
             fs.delete(staging_path, True)
         except Exception:  # noqa: BLE001 - a leftover staging dir is hidden and harmless
             log.warning("could not remove staging directory %s", staging, exc_info=True)
+
+
+def write_arrow_batch(table: Any, settings: SinkSettings, tag: str) -> None:
+    """Append one batch's Arrow table to a local path without Spark (``arrow_writer``).
+
+    Staged and renamed like a Spark write (readers never see half a batch), under names unique
+    to the batch, as Spark's own appends are.
+    """
+    from stormpy.spark.arrow_writer import write_table
+
+    assert settings.path is not None
+    target = settings.path[len("file:"):] if settings.path.startswith("file:") else settings.path
+    target = os.path.abspath(target)
+    unique = f"{tag}-{uuid.uuid4().hex[:12]}"
+    staging_dir = os.path.join(target, STAGING_DIR, unique)
+    os.makedirs(os.path.dirname(staging_dir), exist_ok=True)
+    try:
+        for moved, relative in enumerate(write_table(table, staging_dir, settings.format, settings.partition_by,
+                                                     settings.options)):
+            directory, _, name = relative.rpartition("/")
+            dest_dir = os.path.join(target, directory)
+            os.makedirs(dest_dir, exist_ok=True)
+            try:
+                os.rename(os.path.join(staging_dir, relative), os.path.join(dest_dir, f"{unique}-{name}"))
+            except OSError as exc:
+                raise WriteError(f"could not move {name} into {dest_dir}: {exc}; the batch fails "
+                                 f"({moved} of its files were already in place)") from None
+    finally:
+        shutil.rmtree(staging_dir, ignore_errors=True)
 
 
 def _local_directory(path: str, spark: Any, hconf: Any) -> str | None:
@@ -134,7 +163,7 @@ def _write_staged_local(df: Any, settings: SinkSettings, staging: str, target: s
     """Local-disk variant of staging: the same steps with os calls instead of Hadoop RPCs."""
     staging_dir = os.path.join(target, STAGING_DIR, os.path.basename(staging))
     try:
-        _writer(df, settings, "errorifexists").save(staging_dir)
+        _writer(df, settings, "error").save(staging_dir)
         moved = 0
         for directory, _dirs, names in os.walk(staging_dir):
             relative_dir = os.path.relpath(directory, staging_dir)

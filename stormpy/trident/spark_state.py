@@ -8,11 +8,18 @@ namespace, partition and txid (``stormpy.spark.idempotent``): a replayed txid re
 earlier attempt published instead of adding to it. So ``spark.read.parquet(path)`` holds every
 input row exactly once, even when a worker dies between Spark's write and the commit.
 
-Overlap: Spark's write (the slow part, JVM threads) starts on a writer thread as soon as the
-batch is complete in this task (``batch_complete``), while the executor goes on with later
-batches; the commit waits for that write, then publishes. At most ``max_inflight`` writes are
-running at once (``spark.sink.max.inflight.batches``, default 2; 0 = write at the commit). A
-failed write fails exactly its batch's commit, which Trident replays as a new attempt.
+Overlap: the write (the slow part: pyarrow's C++ writer, or a Spark job on the JVM's threads)
+starts on a writer thread as soon as the batch is complete in this task (``batch_complete``),
+while the executor goes on with later batches; the commit waits for that write, then publishes.
+At most ``max_inflight`` writes are running at once, side by side (``spark.sink.max.inflight.batches``,
+default 2; 0 = write at the commit): a Spark job's fixed cost (~0.1-0.2 s) is then paid for two
+batches at a time. A failed write fails exactly its batch's commit, which Trident replays as a
+new attempt.
+
+Who writes: pyarrow (``stormpy.spark.arrow_writer``, no Spark job and no JVM) for Parquet/JSON
+on a local path with the embedded Spark, else Spark (``spark.state.writer``). Through Spark
+Connect the executors write the staging directory and this worker publishes it with renames on
+its own mount of the output.
 
 The test hook ``spark.state.test.die.after.write: <txid>`` makes the first task that publishes
 that txid SIGKILL its own worker after the renames and before the commit completes (once per
@@ -56,6 +63,9 @@ class SparkState(StateFactory):
             raise ValueError(f"SparkState format must be one of {', '.join(FORMATS)}, got {format!r}")
         if max_inflight is not None and max_inflight < 0:
             raise ValueError(f"SparkState max_inflight must be >= 0, got {max_inflight}")
+        if path is not None:
+            from stormpy.spark.idempotent import check_atomic_rename
+            check_atomic_rename(path)
         self.path = path
         self.table = table
         self.format = format
@@ -108,7 +118,7 @@ class _Staged:
 
 class SparkBatchState(State):
     """One partition of a SparkState inside a task; every method runs on its executor thread,
-    the Spark work on one writer thread (so the row converter is used by one thread only)."""
+    the writes on up to ``max_inflight`` writer threads (conversions one at a time, see ``_spark_write``)."""
 
     def __init__(self, factory: SparkState, conf: dict[str, Any], partition: int) -> None:
         self.factory = factory
@@ -128,6 +138,9 @@ class SparkBatchState(State):
         self._handover: Any = None
         self._batches: Any = None       # idempotent.BatchFiles, made with the session
         self._root: str | None = None
+        self._arrow: bool | None = None  # pyarrow writes the files (no Spark job); decided at the first batch
+        self._arrow_checked = False
+        self._convert_lock = threading.Lock()   # one conversion at a time; writes run side by side
         self.stats = {"batches": 0, "rows": 0, "replaced_batches": 0, "spark_secs_last": 0.0}
 
     # ----------------------------------------------------------------- the State contract
@@ -201,7 +214,8 @@ class SparkBatchState(State):
 
     def _submit(self, rows: list, txid: int) -> Future:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spark-state-p{self.partition}")
+            self._pool = ThreadPoolExecutor(max_workers=max(1, self.max_inflight),
+                                            thread_name_prefix=f"spark-state-p{self.partition}")
         return self._pool.submit(self._spark_write, rows, txid)
 
     def _wait_for_room(self) -> None:
@@ -234,27 +248,95 @@ class SparkBatchState(State):
 
     # ----------------------------------------------------------------- writer thread
     def _spark_write(self, rows: list, txid: int) -> str | None:
-        """Convert and write one batch into a fresh staging directory; returns it (None: no rows)."""
+        """Convert and write one batch into a fresh staging directory; returns it (None: no rows).
+
+        Up to ``max_inflight`` of these run at once on the pool's threads: the conversion (Python,
+        and the lazily made converter, schema and files) one at a time under ``_convert_lock``,
+        the writes themselves (pyarrow's C++ or Spark's JVM, which release the GIL) side by side.
+        """
+        with self._convert_lock:
+            if self._arrow is None:
+                self._arrow = self._choose_arrow()
+            arrow = self._arrow_table(rows) if self._arrow else None
+        if arrow is not None:
+            return self._arrow_write(arrow, txid)
         spark = self._ensure_spark()
-        if not rows:
-            self._ensure_files(None)
-            return None
         started = time.monotonic()
-        if self._converter is None:
-            from stormpy.spark.convert import RowConverter, parse_schema
-            self._converter = RowConverter(rows[0].fields, parse_schema(spark, self.factory.schema))
-        df = self._converter.to_dataframe(spark, [t.values for t in rows], self._handover)
-        self._ensure_files(df)
-        staging = self._batches.new_staging(txid)
+        with self._convert_lock:
+            if not rows:
+                self._ensure_files(None)
+                return None
+            if self._converter is None:
+                from stormpy.spark.convert import RowConverter, parse_schema
+                self._converter = RowConverter(rows[0].fields, parse_schema(spark, self.factory.schema))
+            df = self._converter.to_dataframe(spark, [t.values for t in rows], self._handover)
+            self._ensure_files(df)
+            staging = self._batches.new_staging(txid)
         if not self.factory.partition_by:
             df = df.coalesce(1)   # one file per batch (per partition_by directory otherwise)
-        writer = df.write.format(self.factory.format).mode("errorifexists")
+        writer = df.write.format(self.factory.format).mode("error")
         if self.factory.options:
             writer = writer.options(**self.factory.options)
         if self.factory.partition_by:
             writer = writer.partitionBy(*self.factory.partition_by)
         try:
             writer.save(self._batches.staging_uri(staging))
+        except BaseException:
+            self._batches.discard(staging)
+            raise
+        self.stats["spark_secs_last"] = time.monotonic() - started
+        return staging
+
+    def _choose_arrow(self) -> bool:
+        """Whether pyarrow writes this output's files (``spark.state.writer``; see ``arrow_writer``)."""
+        from stormpy.config import SPARK_STATE_WRITER
+        from stormpy.spark.arrow_writer import use_arrow_writer
+
+        factory = self.factory
+        chosen = use_arrow_writer(self.conf, SPARK_STATE_WRITER.name, fmt=factory.format, path=factory.path,
+                                  options=factory.options, table=factory.table)
+        if chosen and isinstance(factory.schema, str):
+            # a DDL schema is parsed by Spark's own parser: that needs the JVM anyway
+            chosen = False
+        log.info("SparkState %s p%d: batches written by %s", self.namespace, self.partition,
+                 "pyarrow (no Spark job per batch)" if chosen else "Spark")
+        return chosen
+
+    def _arrow_table(self, rows: list) -> Any:
+        """The batch as an Arrow table for the Arrow writer, or None: Spark writes it (the first
+        batch's columns may turn the output over to Spark for good, ``self._arrow``). Called
+        under ``_convert_lock``; an empty batch is an empty table."""
+        from stormpy.spark.arrow_writer import arrow_compatible
+        from stormpy.spark.convert import RowConverter
+
+        self._ensure_files(None)   # a local path (use_arrow_writer): plain renames, no Spark
+        if not rows:
+            import pyarrow as pa
+            return pa.table({})
+        if self._converter is None:
+            self._converter = RowConverter(rows[0].fields, self.factory.schema)
+        table = self._converter.to_table([t.values for t in rows])
+        if not self._arrow_checked:   # the first batch with rows fixes the column types
+            self._arrow_checked = True
+            unfit = arrow_compatible(table.schema, self.factory.format)
+            if unfit is not None:
+                log.info("SparkState %s p%d: writing through Spark instead of pyarrow: %s", self.namespace,
+                         self.partition, unfit)
+                self._arrow = False
+                return None
+        return table
+
+    def _arrow_write(self, table: Any, txid: int) -> str | None:
+        """Write ``table`` into a fresh staging directory with pyarrow (None: an empty batch)."""
+        from stormpy.spark.arrow_writer import write_table
+
+        if table.num_rows == 0:
+            return None
+        started = time.monotonic()
+        staging = self._batches.new_staging(txid)
+        try:
+            write_table(table, self._batches.files.join(staging), self.factory.format, self.factory.partition_by,
+                        self.factory.options)
         except BaseException:
             self._batches.discard(staging)
             raise
@@ -269,14 +351,16 @@ class SparkBatchState(State):
 
                 spark = acquire_session(self.conf)
                 self._spark = spark
-                if getattr(spark, "_jvm", None) is None:
-                    raise RuntimeError("SparkState needs a SparkSession with a local JVM (not Spark Connect): "
-                                       "it renames the batch files itself")
                 self._handover = ArrowHandover(spark)
             return self._spark
 
     def _ensure_files(self, df: Any) -> None:
-        """The output's BatchFiles; a missing table is created from ``df``'s columns (None: not yet)."""
+        """The output's BatchFiles; a missing table is created from ``df``'s columns (None: not yet).
+
+        Through Spark Connect this process has no JVM to rename files with, so the output must be
+        a path this worker sees as well as Spark's executors (one machine, or a shared mount): the
+        executors write the staging directory, this worker publishes it with plain renames.
+        """
         if self._batches is not None:
             return
         from stormpy.spark import idempotent
@@ -285,7 +369,14 @@ class SparkBatchState(State):
         if root is None:
             return
         self._root = root
-        batches = idempotent.BatchFiles(idempotent.files_for(self._spark, root), self.namespace, self.partition)
+        if getattr(self._spark, "_jvm", None) is None:
+            if "://" in root and not root.startswith("file:"):
+                raise RuntimeError(f"SparkState through Spark Connect publishes with renames on this worker's "
+                                   f"filesystem, so {root!r} must be a local or shared-mount path, not a remote URL")
+            files: Any = idempotent.local_files(root)
+        else:
+            files = idempotent.files_for(self._spark, root)
+        batches = idempotent.BatchFiles(files, self.namespace, self.partition)
         batches.clean_staging()
         self._batches = batches
 

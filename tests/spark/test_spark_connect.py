@@ -1,36 +1,103 @@
-"""The sink's core over Spark Connect (``spark.remote`` / ``sc://``): opt-in, because it needs the
-Spark Connect client (``pip install 'pyspark[connect]'``) and a cold local Connect server takes
-15-25 s here. Run with ``STORMPY_TEST_SPARK_CONNECT=1 pytest tests/spark/test_spark_connect.py``."""
+"""The sink's writer and SparkState through a real Spark Connect server (``spark.remote``), started
+from the pyspark wheel once for the module (stormpy.testing.spark_cluster). The client needs
+``pyspark[connect]`` (in the test extra).
+
+Each check runs in a child process: a process has one stormpy-managed SparkSession, and the other
+Spark test modules share a classic one (tests/spark/conftest.py) that must not be replaced.
+"""
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from stormpy.spark import session as spark_session
-from stormpy.spark.convert import RowConverter, parse_schema
-from stormpy.spark.settings import sink_settings
-from stormpy.spark.writer import write_batch
+from stormpy.testing.spark_cluster import SparkConnectServer
 
-pytestmark = [
-    pytest.mark.skipif(os.environ.get("STORMPY_TEST_SPARK_CONNECT") != "1",
-                       reason="Spark Connect test is opt-in: set STORMPY_TEST_SPARK_CONNECT=1"),
-]
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_batches_reach_parquet_through_spark_connect(tmp_path: Path) -> None:
-    pytest.importorskip("grpc", reason="the Spark Connect client needs pip install 'pyspark[connect]'")
-    # "local[2]" as a remote makes PySpark start a local Spark Connect server for the session.
-    spark = spark_session.acquire_session({"spark.remote": "local[2]", "spark.sql.shuffle.partitions": 2})
+@pytest.fixture(scope="module")
+def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkConnectServer]:
+    server = SparkConnectServer(tmp_path_factory.mktemp("connect"), master="local[1]")
     try:
+        yield server.start()
+    finally:
+        server.stop("Spark Connect tests finished")
+
+
+def run_client(code: str, remote: str, out: Path) -> str:
+    """Run ``code`` in a child Python with ``REMOTE`` and ``OUT`` defined; returns its stdout."""
+    script = f"REMOTE = {remote!r}\nOUT = {str(out)!r}\n" + textwrap.dedent(code)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert done.returncode == 0, f"client failed:\n{done.stdout}\n{done.stderr[-3000:]}"
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_batches_reach_parquet_through_spark_connect(connect: SparkConnectServer, tmp_path: Path) -> None:
+    last = run_client("""
+        from stormpy.spark import session
+        from stormpy.spark.convert import RowConverter, parse_schema
+        from stormpy.spark.settings import sink_settings
+        from stormpy.spark.writer import write_batch
+        spark = session.acquire_session({"spark.remote": REMOTE})
         assert type(spark).__module__.startswith("pyspark.sql.connect")
         converter = RowConverter(["word", "n"], parse_schema(spark, "word STRING, n BIGINT"))
-        settings = sink_settings({"spark.sink.path": str(tmp_path / "out")})
+        settings = sink_settings({"spark.sink.path": OUT})
         write_batch(spark, converter.to_dataframe(spark, [("a", 1), ("b", 2)]), settings, "t1-b1")
         write_batch(spark, converter.to_dataframe(spark, [("c", 3)]), settings, "t1-b2")
-        back = sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / "out")).collect())
-        assert back == [("a", 1), ("b", 2), ("c", 3)]
-    finally:
-        spark_session.release_session("test finished")
-    assert not spark_session.is_session_active()
+        print(sorted(tuple(r) for r in spark.read.parquet(OUT).collect()))
+        session.release_session("done")
+        """, connect.remote, tmp_path / "out")
+    assert last == "[('a', 1), ('b', 2), ('c', 3)]"
+
+
+def test_spark_state_through_connect_replaces_a_replayed_txid(connect: SparkConnectServer, tmp_path: Path) -> None:
+    last = run_client("""
+        from stormpy.spark import session
+        from stormpy.trident import SparkState
+        from stormpy.trident.operations import TridentTuple
+        factory = SparkState(path=OUT, partition_by="word")
+        state = factory.make_state({"spark.remote": REMOTE, "topology.name": "t"}, None, 0, 1)
+        index = {"word": 0, "n": 1}
+        for txid, rows in ((1, [("a", 1), ("b", 2)]), (2, [("c", 3)]), (2, [("c", 30), ("d", 4)])):
+            batch = [TridentTuple(list(r), index) for r in rows]
+            SparkState.updater().batch_complete(state, txid, batch)
+            state.begin_commit(txid)
+            SparkState.updater().update_state(state, batch, None)
+            state.commit(txid)
+        assert state._arrow is False, "through Connect the executors write the files, not pyarrow"
+        spark = state._spark
+        print(sorted((r["word"], r["n"]) for r in spark.read.parquet(OUT).collect()))
+        state.close()
+        """, connect.remote, tmp_path / "out")
+    assert last == "[('a', 1), ('b', 2), ('c', 30), ('d', 4)]"
+
+
+TOPOLOGY_ON_S3 = """
+from stormpy.trident import BatchSpout, SparkState, TridentTopology
+
+class Lines(BatchSpout):
+    outputs = ["line"]
+
+    def emit_batch(self, batch_id, collector):
+        collector.emit(["x"])
+
+class OnS3(TridentTopology):
+    def build(self, conf):
+        self.new_stream("s", Lines()).partition_persist(SparkState(path="s3a://bucket/out"), ["line"],
+                                                        SparkState.updater())
+"""
+
+
+def test_submit_refuses_a_spark_state_on_an_object_store_in_one_line(tmp_path: Path) -> None:
+    topology = tmp_path / "on_s3.py"
+    topology.write_text(TOPOLOGY_ON_S3)
+    done = subprocess.run([sys.executable, "-m", "stormpy.cli", "submit", str(topology), "-c",
+                           "nimbus.seeds=['127.0.0.1']"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    errors = [line for line in done.stderr.splitlines() if "stormpy: error:" in line or "Traceback" in line]
+    assert done.returncode == 1 and len(errors) == 1, done.stderr
+    assert "s3a:// is an object store, where a rename is a copy" in errors[0]

@@ -185,3 +185,66 @@ def test_exact_redis_counts_after_a_redis_restart_mid_run(scluster, runs, spark,
     finally:
         if not redis_server.is_alive():
             redis_server.start()
+
+
+# ---------------------------------------------------------------- on a real Spark cluster (issue 23)
+
+@pytest.fixture(scope="module")
+def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark standalone master and 2 workers from the pyspark wheel, for this module."""
+    from stormpy.testing.spark_cluster import SparkStandalone
+    cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=2, memory="2g")
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop("Spark cluster tests finished")
+
+
+@pytest.fixture(scope="module")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark Connect server from the pyspark wheel, for this module."""
+    from stormpy.testing.spark_cluster import SparkConnectServer
+    server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), master="local[1]")
+    try:
+        yield server.start()
+    finally:
+        server.stop("Spark Connect tests finished")
+
+
+def _kill_a_worker_twice(run: Run, cluster: ProcessCluster) -> None:
+    for share in (4, 2):
+        run.wait_counted(run.total // share, f"1/{share} counted before a SIGKILL", timeout=240)
+        victim = cluster.worker_pids(run.id)[0]
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: (now := cluster.worker_pids(run.id)) and len(now) == 2 and victim not in now, 90,
+                   f"the supervisor to restart SIGKILLed worker {victim}")
+
+
+@pytest.mark.slow
+def test_spark_rows_once_on_a_standalone_spark_cluster_after_worker_sigkills(scluster, runs, spark, spark_standalone,
+                                                                            redis_server, redis_prefix, tmp_path):
+    """``spark.master: spark://...``: each stormpy worker is a Spark driver whose executors run on
+    the standalone workers; the files land on a path both see, published exactly once."""
+    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=200, per_batch=10,
+              extra={"spark.master": spark_standalone.master_url, "spark.cores.max": 1,
+                     "spark.executor.memory": "512m", "spark.executor.cores": 1})
+    runs.append(run)
+    scluster.wait_workers(run.id, 2)
+    _kill_a_worker_twice(run, scluster)
+    run.assert_exact(spark, timeout=240)
+    drivers = list((spark_standalone.base / "worker-0").glob("app-*")) + list(
+        (spark_standalone.base / "worker-1").glob("app-*"))
+    assert drivers, "the batches were written by executors on the standalone workers"
+
+
+@pytest.mark.slow
+def test_spark_rows_once_through_spark_connect_after_worker_sigkills(scluster, runs, spark, spark_connect,
+                                                                    redis_server, redis_prefix, tmp_path):
+    """``spark.remote: sc://...``: the workers hold thin Connect clients; Spark writes the staging
+    files, the worker publishes them with renames on the shared path."""
+    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=200, per_batch=10,
+              extra={"spark.remote": spark_connect.remote})
+    runs.append(run)
+    scluster.wait_workers(run.id, 2)
+    _kill_a_worker_twice(run, scluster)
+    run.assert_exact(spark, timeout=240)
