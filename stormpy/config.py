@@ -158,6 +158,7 @@ SPARK_SINK_TABLE = _key("spark.sink.table", None, str, "Write batches with saveA
 SPARK_SINK_SCHEMA = _key("spark.sink.schema", None, str, "Sink schema as a DDL string; default: inferred from the first batch.")
 SPARK_STATE_WRITER = _key("spark.state.writer", "auto", str, "Who writes SparkState's files: auto (pyarrow for parquet/json on a local path with the embedded Spark, else Spark), arrow, or spark.")
 SPARK_SINK_WRITER = _key("spark.sink.writer", "auto", str, "Who writes the Spark sink's built-in batches: auto (pyarrow for parquet/json on a local path with the embedded Spark, else Spark), arrow, or spark.")
+SPARK_STATE_MAX_BATCHES_PER_WRITE = _key("spark.state.max.batches.per.write", 4, int, "Commit groups: how many of a SparkState partition's ready batches one Spark job may write together while the writers are busy (each txid still published, and replaceable, on its own; 1: a job per batch).")
 SPARK_STATE_TEST_DIE_AFTER_WRITE = _key("spark.state.test.die.after.write", None, int, "TEST HOOK, never in production: the first SparkState task to publish this txid SIGKILLs its own worker before the commit completes (once per output).")
 SPARK_SINK_OPTIONS = _key("spark.sink.options", None, dict, "Extra writer options, e.g. {header: true} for csv.")
 

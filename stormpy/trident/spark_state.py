@@ -16,6 +16,15 @@ default 2; 0 = write at the commit): a Spark job's fixed cost (~0.1-0.2 s) is th
 batches at a time. A failed write fails exactly its batch's commit, which Trident replays as a
 new attempt.
 
+Commit groups: batches that become ready while every writer is busy wait together, and the next
+free writer writes up to ``spark.state.max.batches.per.write`` of them in one Spark job, into one
+staging directory split by txid (``partitionBy`` on a txid column that never reaches the output).
+Each txid is still published on its own at its own commit, so a replay still replaces exactly its
+txid, and a commit still waits until its rows are written. Nothing is held back to make a group:
+a group forms only from batches that would otherwise queue, so the latency bound is the time of
+the write in front of them. The Arrow writer has no per-job cost and writes a group's batches one
+after the other.
+
 Who writes: pyarrow (``stormpy.spark.arrow_writer``, no Spark job and no JVM) for Parquet/JSON
 on a local path with the embedded Spark, else Spark (``spark.state.writer``). Through Spark
 Connect the executors write the staging directory and this worker publishes it with renames on
@@ -44,6 +53,8 @@ log = logging.getLogger(__name__)
 FORMATS = ("parquet", "json", "csv", "orc")
 DIE_AFTER_WRITE_KEY = "spark.state.test.die.after.write"
 MAX_INFLIGHT_KEY = "spark.sink.max.inflight.batches"
+MAX_PER_WRITE_KEY = "spark.state.max.batches.per.write"
+TXID_COLUMN = "stormpy_txid"   # splits a commit group's staging directory; never published
 _WAIT_LOG_SECS = 30.0
 
 
@@ -105,15 +116,30 @@ class SparkStateUpdater(StateUpdater):
 
 
 class _Staged:
-    """One attempt's Spark write: the future of its staging directory (None: empty batch)."""
+    """One attempt's write: the future of its staging directory (None: empty batch)."""
 
-    __slots__ = ("txid", "tuples", "count", "future")
+    __slots__ = ("txid", "tuples", "rows", "count", "future", "group")
 
-    def __init__(self, txid: int, tuples: list, future: Future) -> None:
+    def __init__(self, txid: int, tuples: list) -> None:
         self.txid = txid
         self.tuples = tuples
+        self.rows = list(tuples)   # the executor may reuse ``tuples``; the writer reads this copy
         self.count = len(tuples)
-        self.future = future
+        self.future: Future = Future()
+        self.group: _Group | None = None
+
+
+class _Group:
+    """Batches one writer task writes together (a commit group); one member when writers are free."""
+
+    __slots__ = ("members", "started", "future", "root", "left")
+
+    def __init__(self, first: _Staged) -> None:
+        self.members = [first]
+        self.started = False
+        self.future: Future | None = None   # the pool task; done when every member's write is
+        self.root: str | None = None        # the shared staging directory of a multi-batch Spark job
+        self.left = 1                       # members not yet published or discarded
 
 
 class SparkBatchState(State):
@@ -127,10 +153,15 @@ class SparkBatchState(State):
         self.namespace = factory.namespace or str(conf.get("topology.name") or "trident")
         inflight = factory.max_inflight if factory.max_inflight is not None else conf.get(MAX_INFLIGHT_KEY)
         self.max_inflight = 2 if inflight is None else int(inflight)
+        per_write = conf.get(MAX_PER_WRITE_KEY)
+        self.max_per_write = max(1, 4 if per_write is None else int(per_write))
         die = conf.get(DIE_AFTER_WRITE_KEY)
         self.die_after_txid = None if die in (None, "", False) else int(die)
         self._pool: ThreadPoolExecutor | None = None
         self._staged: dict[int, _Staged] = {}
+        self._groups: list[_Group] = []       # handed to the pool and not finished
+        self._open: _Group | None = None      # queued behind busy writers: later batches may join it
+        self._group_lock = threading.Lock()   # ``started``/``members``/``left`` between executor and writers
         self._txid: int | None = None
         self._lock = threading.Lock()   # guards the lazily made Spark objects below
         self._spark: Any = None
@@ -141,7 +172,8 @@ class SparkBatchState(State):
         self._arrow: bool | None = None  # pyarrow writes the files (no Spark job); decided at the first batch
         self._arrow_checked = False
         self._convert_lock = threading.Lock()   # one conversion at a time; writes run side by side
-        self.stats = {"batches": 0, "rows": 0, "replaced_batches": 0, "spark_secs_last": 0.0}
+        self.stats = {"batches": 0, "rows": 0, "replaced_batches": 0, "spark_secs_last": 0.0,
+                      "writes": 0, "largest_group": 0}
 
     # ----------------------------------------------------------------- the State contract
     def begin_commit(self, txid: int) -> None:
@@ -160,6 +192,8 @@ class SparkBatchState(State):
                 log.warning("SparkState %s p%d: txid %d still being written at close", self.namespace,
                             self.partition, staged.txid)
         self._staged.clear()
+        self._groups.clear()
+        self._open = None
         if pool is not None:
             pool.shutdown(wait=False)
         if self._spark is not None:
@@ -173,8 +207,9 @@ class SparkBatchState(State):
         if self.max_inflight == 0:
             return
         self._drop(txid)   # an earlier attempt of the same txid that never committed
-        self._wait_for_room()
-        self._staged[txid] = _Staged(txid, tuples, self._submit(list(tuples), txid))
+        staged = _Staged(txid, tuples)
+        self._enqueue(staged)
+        self._staged[txid] = staged
 
     def write(self, tuples: list) -> None:
         """At the commit: wait for this batch's write (or do it now), then publish it idempotently."""
@@ -188,12 +223,16 @@ class SparkBatchState(State):
             self._discard_when_done(staged)   # the tuples changed after staging: write them again
             staged = None
         if staged is None:
-            staged = _Staged(txid, tuples, self._submit(list(tuples), txid))
+            staged = _Staged(txid, tuples)
+            self._enqueue(staged)
         staging = self._result(staged)
         if self._batches is None:
             return   # an empty batch into a table that does not exist yet
         started = time.monotonic()
-        published = self._batches.publish(txid, staging)
+        try:
+            published = self._batches.publish(txid, staging)
+        finally:
+            self._release(staged)
         if self.factory.table and published:
             self._refresh_table()
         self.stats["batches"] += 1
@@ -212,24 +251,53 @@ class SparkBatchState(State):
                 log.warning("SparkState %s p%d: commit of txid %d waiting for Spark for %.0f s", self.namespace,
                             self.partition, staged.txid, time.monotonic() - waited)
 
-    def _submit(self, rows: list, txid: int) -> Future:
+    def _enqueue(self, staged: _Staged) -> None:
+        """Join the group queued behind busy writers, or start a group of its own (bounded)."""
+        with self._group_lock:
+            group = self._open
+            if (group is not None and not group.started and len(group.members) < self.max_per_write
+                    and all(m.txid != staged.txid for m in group.members)):
+                group.members.append(staged)
+                group.left += 1
+                staged.group = group
+                return
+        self._wait_for_room()
+        group = _Group(staged)
+        staged.group = group
+        with self._group_lock:
+            self._open = group if self.max_per_write > 1 else None
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=max(1, self.max_inflight),
                                             thread_name_prefix=f"spark-state-p{self.partition}")
-        return self._pool.submit(self._spark_write, rows, txid)
+        self._groups.append(group)
+        group.future = self._pool.submit(self._write_group, group)
 
     def _wait_for_room(self) -> None:
-        """At most ``max_inflight`` writes running; finished ones only hold hidden files until commit."""
+        """At most ``max_inflight`` groups being written and one queued behind them (which later
+        batches join); finished writes only hold hidden files until their commits."""
+        room = self.max_inflight + (1 if self.max_per_write > 1 else 0)
         started = time.monotonic()
         while True:
-            running = [s for s in self._staged.values() if not s.future.done()]
-            if len(running) < self.max_inflight:
+            self._groups = [g for g in self._groups if not g.future.done()]
+            if len(self._groups) < room:
                 return
             try:
-                running[0].future.exception(timeout=_WAIT_LOG_SECS)
+                self._groups[0].future.exception(timeout=_WAIT_LOG_SECS)
             except FutureTimeout:
                 log.warning("SparkState %s p%d: %d writes in flight for %.0f s; waiting for Spark",
-                            self.namespace, self.partition, len(running), time.monotonic() - started)
+                            self.namespace, self.partition, len(self._groups), time.monotonic() - started)
+
+    def _release(self, staged: _Staged) -> None:
+        """A member is published or discarded: the last one removes its group's staging directory."""
+        group = staged.group
+        if group is None:
+            return
+        staged.group = None
+        with self._group_lock:
+            group.left -= 1
+            last = group.left == 0
+        if last and group.root is not None and self._batches is not None:
+            self._batches.discard(group.root)
 
     def _drop(self, txid: int) -> None:
         staged = self._staged.pop(txid, None)
@@ -241,12 +309,76 @@ class SparkBatchState(State):
             try:
                 staging = future.result()
             except BaseException:  # noqa: BLE001 - a failed write left nothing to clean up here
-                return
+                staging = None
             if staging is not None and self._batches is not None:
                 self._batches.discard(staging)
+            self._release(staged)
         staged.future.add_done_callback(discard)
 
     # ----------------------------------------------------------------- writer thread
+    def _write_group(self, group: _Group) -> None:
+        """A pool task: write the group's batches (one Spark job for several when Spark writes)."""
+        with self._group_lock:
+            group.started = True
+            members = list(group.members)
+            if self._open is group:
+                self._open = None
+        self.stats["writes"] += 1
+        self.stats["largest_group"] = max(self.stats["largest_group"], len(members))
+        try:
+            if len(members) == 1:
+                results = {members[0].txid: self._spark_write(members[0].rows, members[0].txid)}
+            else:
+                results = self._write_together(group, members)
+        except BaseException as exc:  # noqa: BLE001 - each member's commit raises it
+            for member in members:
+                member.future.set_exception(exc)
+            return
+        for member in members:
+            member.future.set_result(results[member.txid])
+
+    def _write_together(self, group: _Group, members: list[_Staged]) -> dict[int, str | None]:
+        """Several batches: Spark writes them in one job, split by a txid column into one staging
+        directory per txid; pyarrow (no per-job cost) writes them one after the other."""
+        with self._convert_lock:
+            if self._arrow is None:
+                self._arrow = self._choose_arrow()
+        if self._arrow:
+            return {m.txid: self._spark_write(m.rows, m.txid) for m in members}
+        spark = self._ensure_spark()
+        started = time.monotonic()
+        with self._convert_lock:
+            full = [m for m in members if m.rows]
+            if not full:
+                self._ensure_files(None)
+                return {m.txid: None for m in members}
+            if self._converter is None:
+                from stormpy.spark.convert import RowConverter, parse_schema
+                self._converter = RowConverter(full[0].rows[0].fields, parse_schema(spark, self.factory.schema))
+            if TXID_COLUMN in self._converter.names:
+                raise ValueError(f"SparkState: a field may not be named {TXID_COLUMN!r} (it splits commit groups); "
+                                 f"rename it or set {MAX_PER_WRITE_KEY}: 1")
+            frames = [self._converter.to_dataframe(spark, [t.values for t in m.rows], self._handover) for m in full]
+            self._ensure_files(frames[0])
+            group.root = self._batches.new_staging(full[0].txid)
+        df = None
+        for member, frame in zip(full, frames):
+            frame = frame.selectExpr("*", f"CAST({int(member.txid)} AS BIGINT) AS {TXID_COLUMN}")
+            df = frame if df is None else df.unionByName(frame)
+        if not self.factory.partition_by:
+            df = df.coalesce(1)   # one file per batch, as for a single batch
+        writer = df.write.format(self.factory.format).mode("error").partitionBy(TXID_COLUMN,
+                                                                                 *self.factory.partition_by)
+        if self.factory.options:
+            writer = writer.options(**self.factory.options)
+        try:
+            writer.save(self._batches.staging_uri(group.root))
+        except BaseException:
+            self._batches.discard(group.root)
+            raise
+        self.stats["spark_secs_last"] = time.monotonic() - started
+        return {m.txid: f"{group.root}/{TXID_COLUMN}={m.txid}" if m.rows else None for m in members}
+
     def _spark_write(self, rows: list, txid: int) -> str | None:
         """Convert and write one batch into a fresh staging directory; returns it (None: no rows).
 

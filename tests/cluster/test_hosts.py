@@ -178,7 +178,8 @@ def test_supervisor_host_link_cut_mid_run(tmp_path: Path) -> None:
         out = tmp_path / "out"
         out.mkdir()
         total = 8000
-        topology_id = cluster.submit_wordcount("cut-wc", out, total, **{"test.spout.per.call": 1})
+        topology_id = cluster.submit_wordcount("cut-wc", out, total, **{"test.spout.per.call": 1,
+                                                                          "test.spout.sleep.ms": 3})
         wait_until(lambda: {e.host for e in _executors(cluster, topology_id)} == {cut.address, other.address}, 60,
                    "executors on both supervisor hosts")
         wait_until(lambda: len(acked_ids(out)) >= 100, 120, "the first 100 acks")

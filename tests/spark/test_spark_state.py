@@ -108,6 +108,56 @@ def test_writes_overlap_up_to_max_inflight_and_commit_in_order(spark, make, tmp_
     assert read(spark, factory) == sorted([(w, t) for t in range(1, 5) for w in ("x", "y")] + [("z", 4)])
 
 
+def test_commit_groups_write_ready_batches_in_one_job_and_publish_each_txid_alone(spark, make, spark_conf,
+                                                                                  tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"), partition_by="word", max_inflight=1)
+    state = factory.make_state({**spark_conf, "topology.name": "t", "spark.state.writer": "spark",
+                                "spark.state.max.batches.per.write": 3}, None, 0, 1)
+    try:
+        updater = SparkState.updater()
+        batches = {txid: tuples([(w, txid) for w in ("x", "y")]) for txid in range(1, 8)}
+        for txid in range(1, 8):   # ready long before one Spark job ends: they queue and group
+            updater.batch_complete(state, txid, batches[txid])
+        assert state.stats["largest_group"] <= 3
+        for txid in (1, 2, 3, 4, 5):
+            state.begin_commit(txid)
+            updater.update_state(state, batches[txid], None)
+            state.commit(txid)
+        assert state.stats["writes"] < 5 and state.stats["largest_group"] >= 2, state.stats
+        assert read(spark, factory) == sorted((w, t) for t in range(1, 6) for w in ("x", "y"))
+        published = [p for p in (tmp_path / "out").rglob("*") if "_stormpy_staging" not in p.parts]
+        assert not [p for p in published if "stormpy_txid" in p.name], "the txid column never reaches the output"
+        replay = tuples([("z", 6)])   # txid 6 replayed with other tuples: only its own files change
+        commit(state, 6, replay, stage=False)
+        commit(state, 7, batches[7], stage=False)
+        assert read(spark, factory) == sorted([(w, t) for t in (1, 2, 3, 4, 5, 7) for w in ("x", "y")] + [("z", 6)])
+        state.close()
+        assert not list((tmp_path / "out" / "_stormpy_staging").iterdir()), "group staging dirs removed"
+    finally:
+        state.close()
+
+
+def test_a_failed_group_write_fails_each_of_its_commits_and_their_replays_land(spark, make, spark_conf, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"), schema="word STRING, n BIGINT", max_inflight=1)
+    state = factory.make_state({**spark_conf, "topology.name": "t", "spark.state.writer": "spark"}, None, 0, 1)
+    try:
+        updater = SparkState.updater()
+        good, bad = tuples([("a", 1)]), tuples([("b", "not a number")])
+        updater.batch_complete(state, 1, good)
+        updater.batch_complete(state, 2, bad)
+        updater.batch_complete(state, 3, tuples([("c", 3)]))
+        commit(state, 1, good, stage=False)
+        with pytest.raises(Exception, match="does not fit"):
+            commit(state, 2, bad, stage=False)
+        commit(state, 2, tuples([("b", 2)]))   # the replays of 2 and 3 write again
+        commit(state, 3, tuples([("c", 3)]))
+        assert read(spark, factory) == [("a", 1), ("b", 2), ("c", 3)]
+        state.close()
+        assert not list((tmp_path / "out" / "_stormpy_staging").iterdir())
+    finally:
+        state.close()
+
+
 def test_a_task_taking_a_partition_over_removes_its_orphaned_staging_dirs(spark, make, tmp_path):
     factory = SparkState(path=str(tmp_path / "out"))
     dead = make(factory, 0)

@@ -59,9 +59,12 @@ class ReplayingSentenceSpout(Spout):
         self.per_call = int(stormconf.get("test.spout.per.call", 20))
         self.reliable = bool(stormconf.get("test.reliable", True))
         self.unbounded = bool(stormconf.get("test.unbounded", False))
+        self.sleep_secs = float(stormconf.get("test.spout.sleep.ms", 0)) / 1000.0   # a run long enough to cut mid-way
         self.n = 0
 
     def next_tuple(self):
+        if self.sleep_secs:
+            time.sleep(self.sleep_secs)
         for _ in range(self.per_call):
             if self.unbounded:
                 self.n += 1
