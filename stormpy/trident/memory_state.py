@@ -46,6 +46,7 @@ class MemoryMapState(BackingMap):
 
     commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
     fencing = True      # multi_put_if: owner and fence records (state.Fence)
+    placement = "process"   # each worker process has its own registry (placement.py)
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:

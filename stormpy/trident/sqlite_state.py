@@ -48,6 +48,7 @@ class SqliteMapState(BackingMap):
 
     commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
     fencing = True      # multi_put_if: owner and fence records (state.Fence)
+    placement = "host"  # one host's disk (placement.py)
 
     def __init__(self, path: str | Path, table: str | None = None, *, busy_timeout_secs: float = 30.0) -> None:
         if not str(path):

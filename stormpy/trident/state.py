@@ -128,6 +128,9 @@ class BackingMap:
 
     commit_log: bool = False
     fencing: bool = False
+    #: "process" (one worker's memory), "host" (one host's disk) or None (shared by every host):
+    #: Nimbus refuses, at submit, a topology that would outgrow a state kept in one place (placement.py).
+    placement: str | None = None
 
     def multi_get(self, keys: list[tuple]) -> list[Any]:
         raise NotImplementedError(f"{type(self).__name__} must implement multi_get()")
@@ -536,6 +539,13 @@ class MapStateFactory(StateFactory):
             log_partition = (partition_index, num_partitions) if getattr(backing, "commit_log", False) else None
             return OpaqueMap(backing, log_partition, fence)
         return _WRAPPERS[self.kind](backing, fence)
+
+    def placement(self) -> str | None:
+        """Where the built-in backend keeps the state ("process", "host" or None: shared)."""
+        return getattr(getattr(self.make_backing, "cls", None), "placement", None)
+
+    def describe(self) -> str:
+        return repr(self.make_backing)
 
     def open_map(self) -> MapState:
         """The same storage read outside a topology: backing made for partition 0 of 1, empty conf.
