@@ -438,9 +438,7 @@ class Fence:
             raise
         if not applied:
             stored = self._read(self.key)
-            if stored == new:
-                applied = True    # our own write, already landed (a retried call after a lost reply)
-            else:
+            if stored != new:    # equal: our own write had landed (a call retried after a lost reply)
                 self._stale = True
                 self._refuse(stored)
         self.record = new

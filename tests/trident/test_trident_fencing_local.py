@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -36,12 +37,10 @@ class AmbiguousDict(BackingMap):
     commit_log = True
 
     def multi_get(self, keys):
-        import json
         with _LOCK:
             return [None if k not in _STORE else json.loads(_STORE[k]) for k in keys]
 
     def multi_put(self, keys, values):
-        import json
         with _LOCK:
             _STORE.update((k, json.dumps(v)) for k, v in zip(keys, values))
             _PUTS["n"] += 1
@@ -52,7 +51,6 @@ class AmbiguousDict(BackingMap):
             raise TimeoutError("injected: the write landed but its reply was lost")
 
     def items(self):
-        import json
         with _LOCK:
             return [(k, json.loads(v)) for k, v in list(_STORE.items())]
 
