@@ -491,6 +491,23 @@ class Fence:
             "this task is stale (its worker was cut off or replaced while still running) and may not write")
 
 
+def supports_fencing(backing: BackingMap) -> bool:
+    """Whether fenced writes (``multi_put_if``) may replace ``multi_put`` on this backing map.
+
+    ``fencing = True`` and a ``multi_put_if`` defined no higher in the class hierarchy than
+    ``multi_put``: a subclass of a built-in map that overrides only ``multi_put`` (to log, count or
+    transform writes) keeps every write going through it, unfenced (the per-key txid checks still apply).
+    """
+    if isinstance(backing, CachedMap):
+        return supports_fencing(backing.backing)
+    if not getattr(backing, "fencing", False):
+        return False
+    mro = type(backing).__mro__
+    put_owner = next((c for c in mro if "multi_put" in c.__dict__), BackingMap)
+    put_if_owner = next((c for c in mro if "multi_put_if" in c.__dict__), BackingMap)
+    return put_if_owner is not BackingMap and issubclass(put_if_owner, put_owner)
+
+
 def _newer_txid(state: MapState, key: tuple, stored: int, txid: int) -> StateFencedError:
     return StateFencedError(
         f"{type(state).__name__}: key {list(key)!r} holds txid {stored}, newer than this commit's txid {txid}: "
@@ -530,7 +547,7 @@ class MapStateFactory(StateFactory):
     def make_state(self, conf: Any, context: Any, partition_index: int, num_partitions: int) -> MapState:
         backing = self.make_backing(conf, context, partition_index, num_partitions)
         fence = None
-        if self.kind != NON_TRANSACTIONAL and getattr(backing, "fencing", False):
+        if self.kind != NON_TRANSACTIONAL and supports_fencing(backing):
             topology = str((conf or {}).get("topology.name") or "")
             fence = Fence(backing, partition_index, num_partitions, topology, repr(self.make_backing))
         if self.kind == OPAQUE:
