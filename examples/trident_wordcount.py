@@ -13,7 +13,7 @@ When the topology stops, spout task 0 reads the counts back from the state with 
 Config (``-c key=value``): ``wc.text`` (the input; on a cluster a path every worker can read), ``wc.db`` (the SQLite file; on a cluster give a path every worker
 can reach), ``wc.lines.per.batch`` (per partition), ``wc.fail.rate``. Without ``wc.db`` the
 state goes to a new file in the temp dir: ``stormpy local`` restarts txids at 1 on every run,
-and a transactional map that already holds txid 1 would (rightly) skip it.
+and a state that already holds later txids refuses them ("txids restarted").
 """
 from __future__ import annotations
 

@@ -26,6 +26,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
 from stormpy import zk_layout
 from stormpy.cluster_state.session import ZkSession, zookeeper_hosts
 from stormpy.config import (
@@ -58,6 +60,10 @@ class TransactionalState(Protocol):
         """Release the connection (if any); the object is not used afterwards."""
 
 
+class StaleVersionError(RuntimeError):
+    """A compare-and-set found another version than expected: someone else wrote the path."""
+
+
 def _encode(path: str, value: Any) -> bytes:
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
@@ -75,6 +81,27 @@ class MemoryTransactionalState:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: dict[tuple[str, ...], bytes] = {}
+        self._versions: dict[tuple[str, ...], int] = {}
+
+    def get_versioned(self, path: str) -> tuple[Any, int | None]:
+        """(value, version) of ``path``; (None, None) when it does not exist."""
+        key = _split(path)
+        with self._lock:
+            data = self._values.get(key)
+            return (None, None) if data is None else (json.loads(data), self._versions.get(key, 0))
+
+    def set_versioned(self, path: str, value: Any, version: int | None) -> int:
+        """Write ``path`` only if it is still at ``version`` (None: must not exist); the new version.
+        StaleVersionError otherwise (another writer got there first)."""
+        data = _encode(path, value)
+        key = _split(path)
+        with self._lock:
+            current = self._versions.get(key, 0) if key in self._values else None
+            if current != version:
+                raise StaleVersionError(f"{path} is at version {current}, not {version}: another writer changed it")
+            self._values[key] = data
+            self._versions[key] = 0 if version is None else version + 1
+            return self._versions[key]
 
     def get(self, path: str, default: Any = None) -> Any:
         with self._lock:
@@ -83,14 +110,17 @@ class MemoryTransactionalState:
 
     def set(self, path: str, value: Any) -> None:
         data = _encode(path, value)
+        key = _split(path)
         with self._lock:
-            self._values[_split(path)] = data
+            self._versions[key] = self._versions.get(key, -1) + 1 if key in self._values else 0
+            self._values[key] = data
 
     def delete(self, path: str) -> None:
         key = _split(path)
         with self._lock:
             for stored in [k for k in self._values if k[:len(key)] == key]:
                 del self._values[stored]
+                self._versions.pop(stored, None)
 
     def children(self, path: str) -> list[str]:
         key = _split(path)
@@ -137,6 +167,41 @@ class ZkTransactionalState:
     def set(self, path: str, value: Any) -> None:
         data = _encode(path, value)
         self._connected().set(self._node(path), data)
+
+    def get_versioned(self, path: str) -> tuple[Any, int | None]:
+        """(value, ZooKeeper data version) of ``path``; (None, None) when it does not exist."""
+        session = self._connected()
+        try:
+            data, stat = session.call(session.zk.get, self._node(path))
+        except NoNodeError:
+            return None, None
+        return (json.loads(data) if data else None), stat.version
+
+    def set_versioned(self, path: str, value: Any, version: int | None) -> int:
+        """Compare-and-set: write ``path`` only while its ZooKeeper version is ``version`` (None: the
+        node must not exist yet); returns the new version, or raises StaleVersionError.
+
+        A command retried after a lost reply may find its own first write: the node then holds our
+        data at exactly the next version, which counts as success."""
+        data = _encode(path, value)
+        node = self._node(path)
+        session = self._connected()
+        expected = 0 if version is None else version + 1
+        try:
+            if version is None:
+                session.call(session.zk.create, node, data, makepath=True)
+                return 0
+            return session.call(session.zk.set, node, data, version=version).version
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            try:
+                current, stat = session.call(session.zk.get, node)
+            except NoNodeError:
+                current, stat = None, None
+            if stat is not None and current == data and stat.version == expected:
+                return expected
+            found = None if stat is None else stat.version
+            raise StaleVersionError(f"{self.topology_name}/{path} is at version {found}, not {version}: "
+                                    "another writer changed it") from None
 
     def delete(self, path: str) -> None:
         self._connected().delete(self._node(path), recursive=True)

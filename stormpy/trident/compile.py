@@ -20,11 +20,13 @@ from typing import Any
 
 import cloudpickle
 
+from stormpy.config import TOPOLOGY_TRIDENT_HOST_LOCAL_STATES
 from stormpy.thrift import storm
 from stormpy.trident.bolts import SpoutCoordinatorBolt, TridentBolt
 from stormpy.trident.coordinator import (BATCH_STREAM, COMMIT_STREAM, COORDINATOR_ID, SUCCESS_STREAM,
                                          TX_FIELD, MasterBatchCoordinator)
 from stormpy.trident.graph import BATCH_FIELD, Graph, Group, commit_phase_nodes, coord_stream, plan_groups
+from stormpy.trident.placement import component_entries
 from stormpy.trident.processors import GroupSpec, NodeSpec
 from stormpy.trident.validate import invalid, validate_graph, validate_groups
 
@@ -67,9 +69,17 @@ def _gid(component: str, stream: str) -> Any:
     return storm.GlobalStreamId(componentId=component, streamId=stream)
 
 
-def _common(inputs: dict[Any, Any], streams: dict[str, Any], par: int) -> Any:
+def _common(inputs: dict[Any, Any], streams: dict[str, Any], par: int,
+            comp_conf: dict[str, Any] | None = None) -> Any:
     return storm.ComponentCommon(inputs=inputs, streams=streams, parallelism_hint=par,
-                                 json_conf=json.dumps({}))
+                                 json_conf=json.dumps(comp_conf or {}))
+
+
+def _state_conf(group: Group) -> dict[str, Any]:
+    """Component config naming the group's states kept on one host or in one process (Nimbus checks
+    them against the cluster at submit: placement.py)."""
+    entries = component_entries([node.spec["state"].factory for node in group.nodes if "state" in node.spec])
+    return {TOPOLOGY_TRIDENT_HOST_LOCAL_STATES.name: entries} if entries else {}
 
 
 def runtime_spec(group: Group, late: set[int]) -> GroupSpec:
@@ -122,7 +132,8 @@ def _group_bolt(group: Group, late: set[int]) -> Any:
     bolt = TridentBolt(runtime_spec(group, late), [(gin.source.id, gin.stream) for gin in group.inputs],
                        [(out.stream, out.node.id in late) for out in group.outputs])
     what = f"stream {group.nodes[0].stream!r} (bolt {group.id!r})"
-    return storm.Bolt(bolt_object=_object(bolt, what), common=_common(inputs, streams, group.parallelism))
+    return storm.Bolt(bolt_object=_object(bolt, what),
+                      common=_common(inputs, streams, group.parallelism, _state_conf(group)))
 
 
 def compile_graph(graph: Graph, conf: Mapping[str, Any] | None = None) -> Any:

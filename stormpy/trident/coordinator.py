@@ -12,6 +12,10 @@ told about acks, fails and the clock, and returns the effects to perform (emits 
 - processing ack: PROCESSING -> PROCESSED; the ``current`` txid, once PROCESSED, becomes
   COMMITTING and ``$commit`` is emitted (strict txid order: only ``current`` ever commits).
 - commit ack: ``$success`` is emitted, ``current`` advances and is saved.
+- ``coordinator/currtx`` is written with a compare-and-set on its ZooKeeper version: a second
+  coordinator of the same topology (a stale one whose worker was cut off, still running) that
+  writes after the other one fails with :class:`StaleCoordinatorError` instead of moving the
+  position back; its task is re-created and resumes from what is stored.
 - fail (processing or commit) of the txid's live attempt: that txid and every later active
   txid are dropped (Storm's ``_activeTx.tailMap(txid).clear()``) and restart as new attempts.
 
@@ -39,6 +43,10 @@ COMMIT_STREAM = "$commit"
 SUCCESS_STREAM = "$success"
 COORDINATOR_ID = "$mastercoord-bg0"
 TX_FIELD = "tx"
+
+
+class StaleCoordinatorError(RuntimeError):
+    """Another coordinator of the same topology wrote ``coordinator/currtx`` since this one read it."""
 
 
 class Status(enum.Enum):
@@ -151,6 +159,8 @@ class MasterBatchCoordinator(Spout):
     def __init__(self) -> None:
         self.machine: CoordinatorMachine | None = None
         self.txstate: Any = None
+        self._versioned = False
+        self._current_version: int | None = None
         self.committed_batches = 0
         #: ``$batch`` emit -> ack (the whole batch processed) and ``$commit`` emit -> ack, per attempt.
         self.batch_latency = LatencyWindow()
@@ -158,7 +168,12 @@ class MasterBatchCoordinator(Spout):
 
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
         self.txstate = txstate.transactional_state(context, dict(stormconf))
-        current = self.txstate.get(txstate.COORDINATOR_CURRENT_TX, 1)
+        self._versioned = hasattr(self.txstate, "set_versioned")
+        if self._versioned:
+            current, self._current_version = self.txstate.get_versioned(txstate.COORDINATOR_CURRENT_TX)
+            current = 1 if current is None else current
+        else:
+            current = self.txstate.get(txstate.COORDINATOR_CURRENT_TX, 1)
         attempts = self.txstate.get(txstate.COORDINATOR_ATTEMPTS, {}) or {}
         max_pending = stormconf.get("topology.max.spout.pending") or 1
         interval_ms = stormconf.get("topology.trident.batch.emit.interval.millis")
@@ -197,13 +212,29 @@ class MasterBatchCoordinator(Spout):
         self.metrics.incr("trident.batches.failed")
         self._apply(self.machine.on_fail(stream, txid, attempt, time.monotonic()))
 
+    def _save_current(self, current_txid: int) -> None:
+        """Write ``currtx`` only if nobody else wrote it since this coordinator read or wrote it."""
+        if not self._versioned:
+            self.txstate.set(txstate.COORDINATOR_CURRENT_TX, current_txid)
+            return
+        from stormpy.cluster_state.transactional import StaleVersionError
+        try:
+            self._current_version = self.txstate.set_versioned(txstate.COORDINATOR_CURRENT_TX, current_txid,
+                                                               self._current_version)
+        except StaleVersionError as exc:
+            self.machine.set_running(False)
+            raise StaleCoordinatorError(
+                f"trident coordinator: another coordinator of this topology wrote {txstate.COORDINATOR_CURRENT_TX} "
+                f"({exc}); this one is stale (its worker was cut off or replaced) and stops before it "
+                "moves the position back") from None
+
     def _apply(self, effects: list[Any]) -> None:
         for effect in effects:
             if isinstance(effect, Save):
                 # Before the emit that depends on it: a restarted coordinator must never
                 # reuse an attempt id that tuples in flight may still carry.
+                self._save_current(effect.current_txid)   # first: the fence against a second coordinator
                 self.txstate.set(txstate.COORDINATOR_ATTEMPTS, {str(k): v for k, v in effect.attempts.items()})
-                self.txstate.set(txstate.COORDINATOR_CURRENT_TX, effect.current_txid)
                 continue
             values = [[effect.txid, effect.attempt]]
             if effect.tracked:

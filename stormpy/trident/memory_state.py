@@ -45,6 +45,8 @@ class MemoryMapState(BackingMap):
     """The BackingMap over the named in-process map; build factories with the classmethods."""
 
     commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
+    fencing = True      # multi_put_if: owner and fence records (state.Fence)
+    placement = "process"   # each worker process has its own registry (placement.py)
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -66,6 +68,15 @@ class MemoryMapState(BackingMap):
         encoded = {_check_key(k): encode_value(v) for k, v in zip(keys, values)}
         with _LOCK:
             self._data.update(encoded)
+
+    def multi_put_if(self, keys: list[tuple], values: list[Any], guard_key: tuple, guard_value: Any) -> bool:
+        encoded = {_check_key(k): encode_value(v) for k, v in zip(keys, values)}
+        expected = None if guard_value is None else encode_value(guard_value)
+        with _LOCK:
+            if self._data.get(guard_key) != expected:
+                return False
+            self._data.update(encoded)
+        return True
 
     def items(self) -> Iterator[tuple[tuple, Any]]:
         with _LOCK:

@@ -40,6 +40,29 @@ DEFAULT_CHUNK_KEYS = 5000
 _GLOB_SPECIAL = frozenset("*?[]\\")
 
 
+# KEYS[1] the guard, KEYS[2..] the keys to set; ARGV[1] "1" = the guard must be absent, else its
+# text must equal ARGV[2]; ARGV[3..] the values. MSET per 2000 keys (Lua's unpack has a stack limit).
+_PUT_IF_SCRIPT = """
+local current = redis.call('GET', KEYS[1])
+if ARGV[1] == '1' then
+  if current then return 0 end
+elseif current ~= ARGV[2] then
+  return 0
+end
+local args = {}
+for i = 2, #KEYS do
+  args[#args + 1] = KEYS[i]
+  args[#args + 1] = ARGV[i + 1]
+  if #args >= 4000 then
+    redis.call('MSET', unpack(args))
+    args = {}
+  end
+end
+if #args > 0 then redis.call('MSET', unpack(args)) end
+return 1
+"""
+
+
 def key_pattern(prefix: str) -> str:
     """The SCAN MATCH pattern of every key of ``prefix`` and of no other prefix."""
     escaped = "".join("\\" + c if c in _GLOB_SPECIAL else c for c in prefix)
@@ -54,6 +77,7 @@ class RedisMapState(BackingMap):
     """
 
     commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
+    fencing = True      # multi_put_if: owner and fence records (state.Fence), one Lua script call
 
     def __init__(self, url: str, prefix: str, *, socket_timeout_secs: float = 10.0,
                  chunk_keys: int = DEFAULT_CHUNK_KEYS) -> None:
@@ -69,6 +93,7 @@ class RedisMapState(BackingMap):
         self.socket_timeout_secs = float(socket_timeout_secs)
         self.chunk_keys = max(1, int(chunk_keys))
         self._client: Any = None
+        self._put_if: Any = None
 
     @property
     def client(self) -> Any:
@@ -116,6 +141,18 @@ class RedisMapState(BackingMap):
             pipe.mset(dict(items[start:start + self.chunk_keys]))
         pipe.execute()
 
+    def multi_put_if(self, keys: list[tuple], values: list[Any], guard_key: tuple, guard_value: Any) -> bool:
+        """One Lua script (atomic in Redis): compare the guard's JSON text, then MSET every key.
+
+        Idempotent like MSET: if redis-py retries it after a lost reply, the retry finds the guard
+        changed by its own first run and returns 0; the fence then sees its record landed."""
+        if self._put_if is None:
+            self._put_if = self.client.register_script(_PUT_IF_SCRIPT)
+        expected = "" if guard_value is None else encode_value(guard_value)
+        names = [self.redis_key(guard_key), *(self.redis_key(k) for k in keys)]
+        args = ["1" if guard_value is None else "0", expected, *(encode_value(v) for v in values)]
+        return bool(self._put_if(keys=names, args=args))
+
     def items(self) -> Iterator[tuple[tuple, Any]]:
         """Every (key, stored value) under the prefix (SCAN, then MGET per 1000 keys)."""
         skip = len(self.prefix) + 1
@@ -134,7 +171,7 @@ class RedisMapState(BackingMap):
                 yield decode_key(name[skip:]), decode_value(value)
 
     def close(self) -> None:
-        client, self._client = self._client, None
+        client, self._client, self._put_if = self._client, None, None
         if client is not None:
             client.close()
 

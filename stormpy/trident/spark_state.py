@@ -97,6 +97,14 @@ class SparkState(StateFactory):
     def describe(self) -> str:
         return f"table {self.table}" if self.table else f"{self.format} at {self.path}"
 
+    def placement(self) -> str | None:
+        """"host" for a path without a scheme or on ``file:`` (one host's disk unless every host
+        mounts it), None for HDFS and other shared filesystems, and for tables."""
+        if self.path is None:
+            return None
+        scheme = self.path.split(":", 1)[0].lower() if ":" in self.path.split("/", 1)[0] else ""
+        return "host" if scheme in ("", "file") else None
+
     def read(self, spark: Any) -> Any:
         """The committed output as a DataFrame (what any Spark reader sees)."""
         if self.table:

@@ -47,6 +47,8 @@ class SqliteMapState(BackingMap):
     """The BackingMap over one table of one SQLite file; build factories with the classmethods."""
 
     commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
+    fencing = True      # multi_put_if: owner and fence records (state.Fence)
+    placement = "host"  # one host's disk (placement.py)
 
     def __init__(self, path: str | Path, table: str | None = None, *, busy_timeout_secs: float = 30.0) -> None:
         if not str(path):
@@ -132,6 +134,26 @@ class SqliteMapState(BackingMap):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def multi_put_if(self, keys: list[tuple], values: list[Any], guard_key: tuple, guard_value: Any) -> bool:
+        """One ``BEGIN IMMEDIATE`` transaction: read the guard, then write only if it is unchanged.
+        The write lock is held from the read on, so no other writer can slip in between."""
+        rows = [(encode_key(k), encode_value(v)) for k, v in zip(keys, values)]
+        expected = None if guard_value is None else encode_value(guard_value)
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(f'SELECT v FROM "{self.table}" WHERE k = ?', (encode_key(guard_key),)).fetchone()
+            if (None if row is None else row[0]) != expected:
+                conn.execute("ROLLBACK")
+                return False
+            conn.executemany(self._upsert, rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return True
 
     def items(self) -> Iterator[tuple[tuple, Any]]:
         rows = self._conn().execute(f'SELECT k, v FROM "{self.table}" ORDER BY k').fetchall()

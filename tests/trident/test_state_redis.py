@@ -40,8 +40,13 @@ def test_json_layout_readable_with_a_plain_client(redis_server: RedisServer, red
         assert json.loads(plain.get(f'{redis_prefix}:["the"]')) == stored
         assert json.loads(plain.get(f'{redis_prefix}:["café",7]'.encode())) == stored
         log_key = [f'{redis_prefix}:["$stormpy.opaque.log",0,1]'.encode()] if kind == "opaque" else []
+        fence_keys = ([f'{redis_prefix}:["$stormpy.fence",0,1]'.encode(), f'{redis_prefix}:["$stormpy.owner"]'.encode()]
+                      if kind != "non_transactional" else [])
         assert sorted(plain.keys(f"{redis_prefix}:*")) == sorted(
-            [f'{redis_prefix}:["the"]'.encode(), f'{redis_prefix}:["café",7]'.encode(), *log_key])
+            [f'{redis_prefix}:["the"]'.encode(), f'{redis_prefix}:["café",7]'.encode(), *log_key, *fence_keys])
+        if fence_keys:   # the partition's fencing record: owner topology, the task's epoch, newest txid
+            assert json.loads(plain.get(fence_keys[0])) == {"topology": "", "epoch": 1, "txid": 2}
+            assert json.loads(plain.get(fence_keys[1])) == {"topology": ""}
         if log_key:   # the opaque commit log: the last txid and every key its attempts wrote
             logged = json.loads(plain.get(log_key[0]))
             assert logged["txid"] == 2 and sorted(logged["keys"]) == sorted([["the"], ["café", 7]])
@@ -81,14 +86,16 @@ def test_multi_get_is_one_mget_and_multi_put_one_mset(redis_server: RedisServer,
     state = RedisMapState.transactional(redis_server.url, redis_prefix).make_state({}, None, 0, 1)
     keys = [(f"w{i}",) for i in range(1000)]
     with redis_server.client() as plain:
-        state.multi_get(keys[:1])                  # connect first (HELLO/CLIENT SETINFO are not ours)
+        commit(state, 1, ["first"], [1])           # connect and claim the partition first (once per task)
         plain.config_resetstat()
-        state.begin_commit(1)
+        state.begin_commit(2)
         assert state.multi_update(keys, [add(1)] * 1000) == [1] * 1000
-        state.commit(1)
+        state.commit(2)
         assert state.multi_get(keys) == [1] * 1000
-        assert command_calls(plain, "mget") == 2 and command_calls(plain, "mset") == 1
-        assert command_calls(plain, "get") == 0 and command_calls(plain, "set") == 0
+        # the put is one script call: GET of the fence record, then MSET of the values and the record
+        assert command_calls(plain, "mget") == 2 and command_calls(plain, "evalsha") == 1
+        assert command_calls(plain, "mset") == 1 and command_calls(plain, "get") == 1
+        assert command_calls(plain, "set") == 0
 
 
 def test_chunked_batches_go_in_one_pipeline(redis_server: RedisServer, redis_prefix: str) -> None:
@@ -146,7 +153,8 @@ def test_cached_state_skips_mget_for_known_keys_and_survives_a_restart(redis_ser
     with redis_server.client() as plain:
         plain.config_resetstat()
         commit(state, 2, keys, [1] * 500)
-        assert command_calls(plain, "mget") == 0 and command_calls(plain, "mset") == 1
+        assert command_calls(plain, "mget") == 0 and command_calls(plain, "evalsha") == 1
+        assert command_calls(plain, "mset") == 1
     redis_server.kill()
     try:
         with pytest.raises(redis.ConnectionError):

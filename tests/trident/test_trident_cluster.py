@@ -56,11 +56,11 @@ class Run:
     """One submitted word count: its name, id, state file and expected counts."""
 
     def __init__(self, cluster: ProcessCluster, tmp_path: Path, kind: str, lines: int, per_batch: int,
-                 workers: int = 2) -> None:
+                 workers: int = 2, db: Path | None = None) -> None:
         self.cluster = cluster
         self.kind = kind
         self.name = f"twc-{kind[:5]}-{uuid.uuid4().hex[:6]}"
-        self.db = tmp_path / f"{self.name}.db"
+        self.db = db or tmp_path / f"{self.name}.db"
         self.expected = expected_counts(lines)
         self.total = sum(self.expected.values())
         conf = {"tcluster.db": str(self.db), "tcluster.kind": kind, "tcluster.lines": lines,
@@ -97,9 +97,9 @@ class Run:
         assert not diff and not extra, f"{self.name}: counts (got, expected) differ: {diff}, unexpected {extra}"
         print(f"{self.name}: exact counts of {self.total} words after {time.monotonic() - self.started:.0f} s")
 
-    def errors(self) -> list[str]:
+    def errors(self, component: str | None = "lines") -> list[str]:
         info = self.cluster.topology_info(self.id)
-        return [e.error for e in (info.errors or {}).get("lines", [])]
+        return [e.error for comp, errs in (info.errors or {}).items() if component in (None, comp) for e in errs]
 
     def finish(self) -> None:
         cluster = self.cluster
@@ -174,3 +174,20 @@ def test_exact_counts_after_nimbus_sigkill_and_restart(cluster, runs, tmp_path):
     finally:
         if not cluster.nimbus.is_alive():
             cluster.start_nimbus()
+
+
+@pytest.mark.slow
+def test_topology_resubmitted_under_another_name_onto_the_same_state_is_refused(cluster, runs, tmp_path):
+    """Issue 26: the second topology's txids start at 1 again; its commits are refused with a clear
+    error (shown as its component's error) and the first topology's counts stay exact."""
+    first = Run(cluster, tmp_path, "transactional", lines=200, per_batch=10)
+    runs.append(first)
+    first.assert_exact()
+    first.finish()
+    second = Run(cluster, tmp_path, "transactional", lines=200, per_batch=10, db=first.db)
+    runs.append(second)
+    refusals = wait_until(lambda: [e for e in second.errors(None) if "StateFencedError" in e], 90,
+                          f"{second.name}: its state to refuse it")
+    assert any(f"belongs to topology '{first.name}'; topology '{second.name}' may not write it" in e
+               for e in refusals), refusals
+    assert second.counts() == Counter(first.expected), "the refused topology changed nothing"
