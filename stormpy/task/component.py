@@ -79,6 +79,10 @@ class Component:
     #: If set, the executor calls ``on_timer()`` this often (seconds) from its thread.
     timer_interval_secs: float | None = None
 
+    # The framework's own handles live under ``_stormpy_*``/``_task`` names: every public
+    # attribute a user may plausibly assign (``state``, ``context``, ``conf``, ``stormconf``,
+    # ``storm_conf``, ``collector``, ``window``, ``outputs``, ``name``, ``logger``, ``log``) is
+    # theirs to overwrite; the engine never reads the public copies it hands out.
     _task: Any = _Detached()
     logger: logging.Logger | logging.LoggerAdapter = log
     metrics: Metrics
@@ -90,15 +94,22 @@ class Component:
         """Called by the executor before ``initialize``: connect this instance to its task."""
         self._task = task
         self.metrics = Metrics()
-        self.logger = logging.LoggerAdapter(logging.getLogger(f"stormpy.component.{component_id}"),
-                                            {"task_id": task_id})
+        self._stormpy_logger = logging.LoggerAdapter(logging.getLogger(f"stormpy.component.{component_id}"),
+                                                     {"task_id": task_id})
+        if "logger" not in vars(self) and type(self).logger is Component.logger:
+            self.logger = self._stormpy_logger   # a logger the user set in __init__ or the class stays
         # Fast path: the task's emit is bound straight onto the instance unless the user
         # overrode emit (then their override calls Component.emit, which delegates).
         if type(self).emit is Component.emit:
             self.emit = task.emit  # type: ignore[method-assign]
 
     def _set_context(self, stormconf: Mapping[str, Any], context: Any) -> None:
-        """pystorm's handshake attributes, set by the executor right before ``initialize``."""
+        """pystorm's handshake attributes, set by the executor right before ``initialize``.
+
+        The public ones are copies for user code (which may overwrite them); the framework
+        keeps its own in ``_stormpy_conf``/``_stormpy_context``."""
+        self._stormpy_conf = stormconf
+        self._stormpy_context = context
         self.storm_conf = stormconf
         self.context = context
         self.topology_name = stormconf.get("topology.name", "")
@@ -142,12 +153,18 @@ class Component:
         raise exception
 
     def log(self, message: Any, level: str | int | None = None) -> None:
-        """pystorm's ``self.log(msg, level)``: goes to ``self.logger``."""
+        """pystorm's ``self.log(msg, level)``: goes to ``self.logger`` (the framework never calls
+        it, so a user may assign ``self.log`` a logger of their own)."""
         if isinstance(level, str):
             level = logging.getLevelName(level.upper())
         if not isinstance(level, int):
             level = logging.INFO
-        self.logger.log(level, "%s", message)
+        logger = self.logger if hasattr(self.logger, "log") else self._fw_logger()
+        logger.log(level, "%s", message)
+
+    def _fw_logger(self) -> logging.Logger | logging.LoggerAdapter:
+        """The framework's logger of this task (the module logger before the task started)."""
+        return getattr(self, "_stormpy_logger", log)
 
 
 class Spout(Component):
@@ -200,19 +217,19 @@ class ReliableSpout(Spout):
     def ack(self, tup_id: Any) -> None:
         self.failed_tuples.pop(tup_id, None)
         if self.unacked_tuples.pop(tup_id, None) is None:
-            self.logger.error("Received ack for unknown tuple ID: %r", tup_id)
+            self._fw_logger().error("Received ack for unknown tuple ID: %r", tup_id)
 
     def fail(self, tup_id: Any) -> None:
         saved = self.unacked_tuples.get(tup_id)
         if saved is None:
-            self.logger.error("Received fail for unknown tuple ID: %r", tup_id)
+            self._fw_logger().error("Received fail for unknown tuple ID: %r", tup_id)
             return
         values, stream, direct_task, need_task_ids = saved
         if self.failed_tuples[tup_id] < self.max_fails:
             self.failed_tuples[tup_id] += 1
             self.emit(values, tup_id=tup_id, stream=stream, direct_task=direct_task, need_task_ids=need_task_ids)
         else:
-            self.logger.info("Acking tuple ID %r after it exceeded retry limit (%r)", tup_id, self.max_fails)
+            self._fw_logger().info("Acking tuple ID %r after it exceeded retry limit (%r)", tup_id, self.max_fails)
             self.ack(tup_id)
 
 
@@ -290,8 +307,15 @@ class BatchingBolt(Bolt):
 
     @property
     def timer_interval_secs(self) -> float | None:  # type: ignore[override]
-        """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only)."""
+        """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only);
+        a value the user assigns wins."""
+        if "_timer_interval_secs" in vars(self):
+            return self._timer_interval_secs
         return None if self.ticks_between_batches else self.secs_between_batches
+
+    @timer_interval_secs.setter
+    def timer_interval_secs(self, value: float | None) -> None:
+        self._timer_interval_secs = value
 
     def _attach(self, task: Any, component_id: str, task_id: int) -> None:
         super()._attach(task, component_id, task_id)
@@ -345,7 +369,7 @@ class BatchingBolt(Bolt):
             with self.anchored(tups) if self.auto_anchor else nullcontext():
                 self.process_batch(key, tups)
         except Exception as exc:
-            self.logger.error("process_batch failed for key %r (%d tuples): %s", key, len(tups), exc)
+            self._fw_logger().error("process_batch failed for key %r (%d tuples): %s", key, len(tups), exc)
             if self.auto_fail:
                 for tup in tups:
                     if not tup._done:
