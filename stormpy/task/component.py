@@ -17,8 +17,11 @@ cloudpickle, lambdas inside included, and each task unpickles its own copy).
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import logging
 import os
+import textwrap
 import traceback
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
@@ -387,3 +390,36 @@ class TicklessBatchingBolt(BatchingBolt):
 
     def process_tick(self, tup: Tuple) -> None:
         """Ticks do not drive this bolt."""
+
+
+def read_only_assignments(cls: type) -> list[str]:
+    """User methods of ``cls`` that assign ``self.<name>`` where ``name`` is a framework property
+    without a setter: each would raise AttributeError in a loop at run time, so submit and
+    ``stormpy local`` refuse it up front (one line naming the attribute). Empty when fine."""
+    frozen: dict[str, str] = {}
+    for name in dir(cls):
+        value = inspect.getattr_static(cls, name, None)
+        if isinstance(value, property) and value.fset is None:
+            owner = next((b for b in cls.__mro__ if vars(b).get(name) is value), cls)
+            if owner.__module__.startswith("stormpy."):
+                frozen[name] = owner.__name__
+    if not frozen:
+        return []
+    found = []
+    for base in cls.__mro__:
+        if base.__module__.startswith("stormpy.") or base is object:
+            continue
+        for value in vars(base).values():
+            fn = getattr(value, "__func__", value)
+            if not inspect.isfunction(fn):
+                continue
+            try:
+                tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+            except (OSError, TypeError, SyntaxError):
+                continue
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                        and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in frozen):
+                    found.append(f"{base.__qualname__}.{fn.__name__} assigns self.{node.attr}, which "
+                                 f"{frozen[node.attr]} defines read-only: use another attribute name")
+    return found

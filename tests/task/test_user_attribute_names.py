@@ -430,3 +430,24 @@ def test_trident_operations_and_spouts_own_every_user_name() -> None:
     assert sorted(n for (ns,) in recorders["list"].rows() for n in ns) == list(range(20))
     assert sum(c for (c,) in recorders["count"].rows()) == 20
     assert STATE["clobbered"] == []
+
+
+def test_assigning_a_read_only_framework_attribute_is_refused_at_start() -> None:
+    """What cannot work is refused before anything runs, in one line naming the attribute."""
+    from stormpy.errors import UserError
+    from stormpy.spark.sink import SparkSinkBolt
+
+    class MySink(SparkSinkBolt):
+        def initialize(self, stormconf: Any, context: Any) -> None:
+            super().initialize(stormconf, context)
+            self.timer_interval_secs = 1          # SparkSinkBolt computes it (no setter)
+
+    class Topo(Topology):
+        numbers = NamedSpout.spec()
+        sink = MySink.spec(inputs=[numbers])
+
+    with pytest.raises(UserError) as err:
+        LocalTopology(Topo, "read-only")
+    message = str(err.value)
+    assert "\n" not in message and "component 'sink'" in message
+    assert "MySink.initialize assigns self.timer_interval_secs" in message and "SparkSinkBolt" in message
