@@ -451,3 +451,24 @@ def test_assigning_a_read_only_framework_attribute_is_refused_at_start() -> None
     message = str(err.value)
     assert "\n" not in message and "component 'sink'" in message
     assert "MySink.initialize assigns self.timer_interval_secs" in message and "SparkSinkBolt" in message
+
+
+def test_readme_stateful_word_counter_runs_as_written(local_topology: Any) -> None:
+    """The README's ``WordCounter`` ("Windows and state"), which names its field ``state``."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("\n## Windows and state\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    code = block[block.index("class WordCounter(StatefulBolt):"):]
+    namespace: dict[str, Any] = {"StatefulBolt": StatefulBolt}
+    exec(compile(code, "README.md (WordCounter)", "exec"), namespace)
+    word_counter = namespace["WordCounter"]
+    reset(count=30)
+
+    class Topo(Topology):
+        numbers = NamedSpout.spec()
+        counter = word_counter.spec(inputs={numbers: Grouping.fields("word")})
+
+    local = local_topology(Topo)
+    wait(lambda: len(set(STATE["acked"])) >= 30, timeout=40, what="all 30 words acked")
+    (counter,) = [t.component for ex in local.runtime.executors.values() if ex.component_id == "counter"
+                  for t in ex.tasks.values()]
+    assert {w: counter.state.get(w) for w in ("apple", "pear", "fig")} == {"apple": 10, "pear": 10, "fig": 10}
