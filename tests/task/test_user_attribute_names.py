@@ -347,7 +347,8 @@ class _TridentNames:
 
 
 def test_trident_operations_and_spouts_own_every_user_name() -> None:
-    from stormpy.trident import Aggregator, CombinerAggregator, Filter, Function, ReducerAggregator, TridentTopology
+    from stormpy.trident import (Aggregator, BatchSpout, CombinerAggregator, Filter, Function, ReducerAggregator,
+                                 TridentTopology)
 
     from trident._harness import FAST, FixedSpout, record, run_until
 
@@ -407,6 +408,18 @@ def test_trident_operations_and_spouts_own_every_user_name() -> None:
             check(self)
             super().emit_batch(txid, collector, partition, meta)
 
+    class NamedBatchSpout(BatchSpout):
+        outputs = ["b"]
+
+        def initialize(self, stormconf: Any, context: Any) -> None:
+            claim(self, "initialize")
+
+        def emit_batch(self, batch_id: Any, collector: Any) -> None:
+            check(self)
+            self.collector = f"user collector from {self._claimed_at}"
+            if batch_id <= 3:
+                collector.emit([100 + batch_id])
+
     reset()
     rows = [[[n] for n in range(0, 10)], [[n] for n in range(10, 20)]]
     recorders: dict[str, Any] = {}
@@ -420,15 +433,18 @@ def test_trident_operations_and_spouts_own_every_user_name() -> None:
             recorders["sum"] = record(s.aggregate(["n"], Total(), ["total"]), "names-sum", ["total"])
             recorders["list"] = record(s.aggregate(["n"], Listed(), ["ns"]), "names-list", ["ns"])
             recorders["count"] = record(s.aggregate(["n"], Counted(), ["c"]), "names-count", ["c"])
+            recorders["batch"] = record(self.new_stream("named-batches", NamedBatchSpout()), "names-batch", ["b"])
 
     def done() -> bool:
-        return bool(recorders) and sum(t for (t,) in recorders["sum"].rows()) == sum(range(20))
+        return (bool(recorders) and sum(t for (t,) in recorders["sum"].rows()) == sum(range(20))
+                and len(recorders["batch"].rows()) == 3)
 
     local = run_until(Topo, done, name="trident-names")
     assert not local.reporter.errors, dict(local.reporter.errors)
     assert sorted(d for (d,) in recorders["each"].rows()) == [2 * n for n in range(20)]
     assert sorted(n for (ns,) in recorders["list"].rows() for n in ns) == list(range(20))
     assert sum(c for (c,) in recorders["count"].rows()) == 20
+    assert sorted(b for (b,) in recorders["batch"].rows()) == [101, 102, 103]
     assert STATE["clobbered"] == []
 
 
