@@ -13,6 +13,7 @@ import logging
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,8 @@ def local_topology() -> Iterator[Callable[..., LocalTopology]]:
     started: list[LocalTopology] = []
 
     def start(topology_cls: type, **conf: Any) -> LocalTopology:
-        local = LocalTopology(topology_cls, "names", user_overrides={
+        # a name of its own: the memory state provider keeps a task's state for the whole process
+        local = LocalTopology(topology_cls, f"names-{uuid.uuid4().hex[:8]}", user_overrides={
             "topology.message.timeout.secs": 10, "topology.state.provider": "memory",
             "topology.state.checkpoint.interval.ms": 200, **conf})
         started.append(local)
