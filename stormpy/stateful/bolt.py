@@ -59,8 +59,12 @@ class StatefulBolt(Bolt):
     #: compile_topology adds the checkpoint spout for topologies with a component marked so.
     is_stateful = True
 
-    _state: KeyValueState | None = None
+    #: The framework's handle on the state (``state`` itself belongs to user code: it is set to
+    #: the same object before ``initialize`` and the user may overwrite it, e.g. with
+    #: ``self.state = None`` in ``initialize`` and ``self.state = state`` in ``init_state``).
+    _stormpy_state: KeyValueState | None = None
     _initialized = False
+    state: Any = None
 
     # ------------------------------------------------------------ user hooks (Storm's names)
     def init_state(self, state: KeyValueState) -> None:
@@ -90,13 +94,9 @@ class StatefulBolt(Bolt):
     def _set_context(self, stormconf: Mapping[str, Any], context: Any) -> None:
         super()._set_context(stormconf, context)
         # Opened before initialize: a COMMIT of a predecessor's prepared set may come before INITSTATE.
-        self._state = open_state(stormconf, state_namespace(stormconf, context))
+        self._stormpy_state = open_state(stormconf, state_namespace(stormconf, context))
+        self.state = self._stormpy_state
         log.debug("stateful bolt %s task %s: state opened (pid %d)", context.component_id, context.task_id, os.getpid())
-
-    @property
-    def state(self) -> KeyValueState | None:
-        """The KeyValueState (None before the task started)."""
-        return self._state
 
     def _before_prepare(self, txid: int, state: KeyValueState) -> None:
         """Framework hook (stateful windows): put what must survive into ``state`` now."""
@@ -130,13 +130,13 @@ class StatefulBolt(Bolt):
 
     def _on_checkpoint(self, tup: Tuple) -> None:
         txid, action = int(tup.values[0]), tup.values[1]
-        state = self._state
+        state = self._stormpy_state
         assert state is not None
         task = self._task
         if action == PREPARE:
             if not self._initialized:
                 log.info("%s task %s: PREPARE %d before INITSTATE (task re-created): failing it to recover",
-                         self.component_name, self.task_id, txid)
+                         self._stormpy_context.component_id, self._stormpy_context.task_id, txid)
                 task.fail(tup)
                 return
             self.pre_prepare(txid)
@@ -160,7 +160,7 @@ class StatefulBolt(Bolt):
                 task.fail(held)
             if doomed:
                 log.info("%s task %s: rolled back to the last commit; %d tuple(s) failed for replay",
-                         self.component_name, self.task_id, len(doomed))
+                         self._stormpy_context.component_id, self._stormpy_context.task_id, len(doomed))
         elif action == INITSTATE:
             if not self._initialized:
                 self._restore(state)
@@ -172,11 +172,11 @@ class StatefulBolt(Bolt):
                     self._run(held)
                 task.current = tup
         else:
-            log.warning("%s task %s: unknown checkpoint action %r ignored", self.component_name, self.task_id, action)
+            log.warning("%s task %s: unknown checkpoint action %r ignored", self._stormpy_context.component_id, self._stormpy_context.task_id, action)
         task.ack(tup)
 
     def close(self) -> None:
         """Release the state's store (subclasses overriding close should call ``super().close()``)."""
-        if self._state is not None:
-            self._state.close()
-            self._state = None
+        if self._stormpy_state is not None:
+            self._stormpy_state.close()
+            self._stormpy_state = None

@@ -73,7 +73,9 @@ class CheckpointSpout(Spout):
         self.recovering = True        # Storm: a new spout recovers first (bolts need INITSTATE)
         self.in_progress = False
         self.last_checkpoint = 0.0
-        log.info("checkpoint spout: starting at txid %d (%s), recovering", self.txid, self.phase)
+        # A fresh topology starting at txid 0 is not news; resuming a saved txid is.
+        log.log(logging.INFO if saved else logging.DEBUG, "checkpoint spout: starting at txid %d (%s), recovering",
+                self.txid, self.phase)
 
     def next_tuple(self) -> None:
         """Nothing: see ``on_timer``."""
@@ -108,7 +110,7 @@ class CheckpointSpout(Spout):
         new_txid, new_phase = next_state(self.txid, self.phase, self.recovering)
         if self.recovering and action == INITSTATE:
             self.recovering = False
-            log.info("checkpoint spout: recovered at txid %d", self.txid)
+            log.log(logging.INFO if self.txid else logging.DEBUG, "checkpoint spout: recovered at txid %d", self.txid)
         if (new_txid, new_phase) != (self.txid, self.phase):
             self._save(new_txid, new_phase)
         self.last_checkpoint = time.monotonic() if action == COMMIT else self.last_checkpoint

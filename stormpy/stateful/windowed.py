@@ -43,11 +43,11 @@ class StatefulWindowedBolt(StatefulBolt, WindowedBolt):
     def _decode(self, item: list[Any]) -> Tuple:
         component, stream, task, values = item
         try:
-            fields = self.context.get_output_fields(stream, component)
+            fields = self._stormpy_context.get_output_fields(stream, component)
             values = values_class(component, stream, fields)(*values)
         except (KeyError, TypeError):   # the topology changed: keep the raw values
-            log.warning("%s: restored window tuple of %s/%s no longer matches its fields", self.component_name,
-                        component, stream)
+            log.warning("%s: restored window tuple of %s/%s no longer matches its fields",
+                        self._stormpy_context.component_id, component, stream)
         tup = Tuple(None, component, stream, task, values)
         tup._done = True   # acked when its checkpoint committed, by the predecessor
         return tup
@@ -59,8 +59,8 @@ class StatefulWindowedBolt(StatefulBolt, WindowedBolt):
         snap = state.get(WINDOW_STATE_KEY)
         if snap:
             self._window_manager().restore(snap, self._decode)
-            log.info("%s task %s: windows restored (%d tuples)", self.component_name, self.task_id,
-                     len(snap["released"]) + len(snap["waiting"]))
+            log.info("%s task %s: windows restored (%d tuples)", self._stormpy_context.component_id,
+                     self._stormpy_context.task_id, len(snap["released"]) + len(snap["waiting"]))
 
     def _on_activation(self, window: w.Window) -> None:
         # Anchor only to tuples not acked yet: an edge anchored to an acked tuple never settles.

@@ -8,7 +8,8 @@ finder installed by :func:`install_aliases` answers those imports with stormpy's
 ``stormpy.thrift``), so classes defined against streamparse *are* stormpy classes.
 
 The topology loader and the worker's class resolution call :func:`install_aliases` before any
-user code is imported; it logs once per process. A really installed streamparse or pystorm
+user code is imported; the first import of an aliased name logs one INFO line per process
+(a topology that never imports streamparse or pystorm logs nothing about them). A really installed streamparse or pystorm
 always wins: a name is aliased only if nothing else on ``sys.path`` provides it.
 """
 from __future__ import annotations
@@ -96,6 +97,15 @@ class AliasFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self, roots: Sequence[str]) -> None:
         self.roots = tuple(roots)
+        self.announced = False
+
+    def _announce(self, fullname: str) -> None:
+        """Once per process, when an aliased name is first imported: where it comes from."""
+        if self.announced:
+            return
+        self.announced = True
+        log.info("%s not installed: `import %s` resolves to stormpy's compatible modules "
+                 "(stormpy.bolt, stormpy.spout, stormpy.dsl, ...)", " and ".join(self.roots), fullname)
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname.split(".", 1)[0] not in self.roots:
@@ -103,6 +113,7 @@ class AliasFinder(importlib.abc.MetaPathFinder):
         stormpy_name = ALIASES.get(fullname)
         if stormpy_name is None:
             return None   # e.g. streamparse.cli: not offered; the import fails as it would without streamparse
+        self._announce(fullname)
         return importlib.util.spec_from_loader(fullname, AliasLoader(stormpy_name),
                                                is_package=fullname in PACKAGES)
 
@@ -117,8 +128,9 @@ def install_aliases() -> bool:
         _installed = AliasFinder(roots)
         if roots:
             sys.meta_path.insert(0, _installed)
-            log.info("%s not installed: `import %s` resolves to stormpy's compatible modules "
-                     "(stormpy.bolt, stormpy.spout, stormpy.dsl, ...)", " and ".join(roots), " / ".join(roots))
+            # Said only when user code really imports one of the names (AliasFinder.find_spec):
+            # a topology that never mentions streamparse runs without a word about it.
+            log.debug("import aliases installed for %s", " and ".join(roots))
         return bool(roots)
 
 

@@ -17,8 +17,11 @@ cloudpickle, lambdas inside included, and each task unpickles its own copy).
 """
 from __future__ import annotations
 
+import ast
+import inspect
 import logging
 import os
+import textwrap
 import traceback
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
@@ -79,6 +82,10 @@ class Component:
     #: If set, the executor calls ``on_timer()`` this often (seconds) from its thread.
     timer_interval_secs: float | None = None
 
+    # The framework's own handles live under ``_stormpy_*``/``_task`` names: every public
+    # attribute a user may plausibly assign (``state``, ``context``, ``conf``, ``stormconf``,
+    # ``storm_conf``, ``collector``, ``window``, ``outputs``, ``name``, ``logger``, ``log``) is
+    # theirs to overwrite; the engine never reads the public copies it hands out.
     _task: Any = _Detached()
     logger: logging.Logger | logging.LoggerAdapter = log
     metrics: Metrics
@@ -90,15 +97,22 @@ class Component:
         """Called by the executor before ``initialize``: connect this instance to its task."""
         self._task = task
         self.metrics = Metrics()
-        self.logger = logging.LoggerAdapter(logging.getLogger(f"stormpy.component.{component_id}"),
-                                            {"task_id": task_id})
+        self._stormpy_logger = logging.LoggerAdapter(logging.getLogger(f"stormpy.component.{component_id}"),
+                                                     {"task_id": task_id})
+        if "logger" not in vars(self) and type(self).logger is Component.logger:
+            self.logger = self._stormpy_logger   # a logger the user set in __init__ or the class stays
         # Fast path: the task's emit is bound straight onto the instance unless the user
         # overrode emit (then their override calls Component.emit, which delegates).
         if type(self).emit is Component.emit:
             self.emit = task.emit  # type: ignore[method-assign]
 
     def _set_context(self, stormconf: Mapping[str, Any], context: Any) -> None:
-        """pystorm's handshake attributes, set by the executor right before ``initialize``."""
+        """pystorm's handshake attributes, set by the executor right before ``initialize``.
+
+        The public ones are copies for user code (which may overwrite them); the framework
+        keeps its own in ``_stormpy_conf``/``_stormpy_context``."""
+        self._stormpy_conf = stormconf
+        self._stormpy_context = context
         self.storm_conf = stormconf
         self.context = context
         self.topology_name = stormconf.get("topology.name", "")
@@ -142,12 +156,18 @@ class Component:
         raise exception
 
     def log(self, message: Any, level: str | int | None = None) -> None:
-        """pystorm's ``self.log(msg, level)``: goes to ``self.logger``."""
+        """pystorm's ``self.log(msg, level)``: goes to ``self.logger`` (the framework never calls
+        it, so a user may assign ``self.log`` a logger of their own)."""
         if isinstance(level, str):
             level = logging.getLevelName(level.upper())
         if not isinstance(level, int):
             level = logging.INFO
-        self.logger.log(level, "%s", message)
+        logger = self.logger if hasattr(self.logger, "log") else self._fw_logger()
+        logger.log(level, "%s", message)
+
+    def _fw_logger(self) -> logging.Logger | logging.LoggerAdapter:
+        """The framework's logger of this task (the module logger before the task started)."""
+        return getattr(self, "_stormpy_logger", log)
 
 
 class Spout(Component):
@@ -200,19 +220,19 @@ class ReliableSpout(Spout):
     def ack(self, tup_id: Any) -> None:
         self.failed_tuples.pop(tup_id, None)
         if self.unacked_tuples.pop(tup_id, None) is None:
-            self.logger.error("Received ack for unknown tuple ID: %r", tup_id)
+            self._fw_logger().error("Received ack for unknown tuple ID: %r", tup_id)
 
     def fail(self, tup_id: Any) -> None:
         saved = self.unacked_tuples.get(tup_id)
         if saved is None:
-            self.logger.error("Received fail for unknown tuple ID: %r", tup_id)
+            self._fw_logger().error("Received fail for unknown tuple ID: %r", tup_id)
             return
         values, stream, direct_task, need_task_ids = saved
         if self.failed_tuples[tup_id] < self.max_fails:
             self.failed_tuples[tup_id] += 1
             self.emit(values, tup_id=tup_id, stream=stream, direct_task=direct_task, need_task_ids=need_task_ids)
         else:
-            self.logger.info("Acking tuple ID %r after it exceeded retry limit (%r)", tup_id, self.max_fails)
+            self._fw_logger().info("Acking tuple ID %r after it exceeded retry limit (%r)", tup_id, self.max_fails)
             self.ack(tup_id)
 
 
@@ -290,8 +310,15 @@ class BatchingBolt(Bolt):
 
     @property
     def timer_interval_secs(self) -> float | None:  # type: ignore[override]
-        """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only)."""
+        """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only);
+        a value the user assigns wins."""
+        if "_timer_interval_secs" in vars(self):
+            return self._timer_interval_secs
         return None if self.ticks_between_batches else self.secs_between_batches
+
+    @timer_interval_secs.setter
+    def timer_interval_secs(self, value: float | None) -> None:
+        self._timer_interval_secs = value
 
     def _attach(self, task: Any, component_id: str, task_id: int) -> None:
         super()._attach(task, component_id, task_id)
@@ -345,7 +372,7 @@ class BatchingBolt(Bolt):
             with self.anchored(tups) if self.auto_anchor else nullcontext():
                 self.process_batch(key, tups)
         except Exception as exc:
-            self.logger.error("process_batch failed for key %r (%d tuples): %s", key, len(tups), exc)
+            self._fw_logger().error("process_batch failed for key %r (%d tuples): %s", key, len(tups), exc)
             if self.auto_fail:
                 for tup in tups:
                     if not tup._done:
@@ -363,3 +390,36 @@ class TicklessBatchingBolt(BatchingBolt):
 
     def process_tick(self, tup: Tuple) -> None:
         """Ticks do not drive this bolt."""
+
+
+def read_only_assignments(cls: type) -> list[str]:
+    """User methods of ``cls`` that assign ``self.<name>`` where ``name`` is a framework property
+    without a setter: each would raise AttributeError in a loop at run time, so submit and
+    ``stormpy local`` refuse it up front (one line naming the attribute). Empty when fine."""
+    frozen: dict[str, str] = {}
+    for name in dir(cls):
+        value = inspect.getattr_static(cls, name, None)
+        if isinstance(value, property) and value.fset is None:
+            owner = next((b for b in cls.__mro__ if vars(b).get(name) is value), cls)
+            if owner.__module__.startswith("stormpy."):
+                frozen[name] = owner.__name__
+    if not frozen:
+        return []
+    found = []
+    for base in cls.__mro__:
+        if base.__module__.startswith("stormpy.") or base is object:
+            continue
+        for value in vars(base).values():
+            fn = getattr(value, "__func__", value)
+            if not inspect.isfunction(fn):
+                continue
+            try:
+                tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+            except (OSError, TypeError, SyntaxError):
+                continue
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                        and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in frozen):
+                    found.append(f"{base.__qualname__}.{fn.__name__} assigns self.{node.attr}, which "
+                                 f"{frozen[node.attr]} defines read-only: use another attribute name")
+    return found

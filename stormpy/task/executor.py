@@ -449,4 +449,4 @@ class Executor:
                 component.close()
             except Exception:
                 log.exception("component %s task %d raised in close()", self.component_id, task.task_id)
-        log.info("executor %s stopped: %s", self.name, self._stop_reason or "its thread ended")
+        log.debug("executor %s stopped: %s", self.name, self._stop_reason or "its thread ended")

@@ -153,7 +153,7 @@ class WorkerRuntime:
 
     def stop(self, drain_secs: float = 30.0, reason: str = "stop requested") -> None:
         """Deactivate spouts, drain in-flight tuples for up to ``drain_secs``, close, join."""
-        log.info("stopping %d executors (%s); draining for up to %.1fs", len(self._all), reason, drain_secs)
+        log.debug("stopping %d executors (%s); draining for up to %.1fs", len(self._all), reason, drain_secs)
         self.set_active(False)
         drained = self.drain(drain_secs)
         if not drained:

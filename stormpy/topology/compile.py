@@ -54,6 +54,12 @@ def component_kind(cls: type) -> str:
 
 
 def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = None, strict: bool = True) -> Any:
+    if spec.shell is None and spec.java is None:
+        from stormpy.task.component import read_only_assignments
+
+        clashes = read_only_assignments(spec.component_cls)
+        if clashes:
+            raise invalid(f"component {spec.name!r}: {clashes[0]}")
     try:
         streams = normalize_outputs(spec.outputs)
     except (TypeError, ValueError) as exc:

@@ -237,7 +237,8 @@ class ComponentSpec:
         self.shell = shell
         self.java = java
         self.java_object: Any = None     # JavaObject or serialized bytes (set by JavaBolt/JavaSpout.spec)
-        self.outputs = component_cls.outputs if outputs is None and hasattr(component_cls, "outputs") else outputs
+        declared_by = instance if instance is not None else component_cls   # an instance may set its own
+        self.outputs = declared_by.outputs if outputs is None and hasattr(declared_by, "outputs") else outputs
         if isinstance(self.outputs, str):
             raise TypeError(f"outputs of {component_cls.__name__} must be a list of field names or of "
                             f"Streams, not the string {self.outputs!r}")

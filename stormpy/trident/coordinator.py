@@ -180,8 +180,10 @@ class MasterBatchCoordinator(Spout):
         interval_ms = 500 if interval_ms is None else interval_ms
         self.machine = CoordinatorMachine(current, attempts, int(max_pending), float(interval_ms) / 1000.0)
         self.machine.set_running(False)  # activate() starts it
-        log.info("trident coordinator %s: resuming at txid %d (max pending %d)",
-                 context.component_id, self.machine.current, self.machine.max_pending)
+        # A fresh topology (txid 1, nothing stored) is not news; resuming a stored txid is.
+        log.log(logging.INFO if current != 1 or attempts else logging.DEBUG,
+                "trident coordinator %s: resuming at txid %d (max pending %d)",
+                context.component_id, self.machine.current, self.machine.max_pending)
 
     def activate(self) -> None:
         self.machine.set_running(True)

@@ -10,8 +10,9 @@ How it runs, all on the executor thread: the bolt's driver is a ``TupleDriver`` 
 auto-ack, so every received tuple stays *held* by its task; ``process`` hands it to a
 :class:`~stormpy.windowing.windows.WindowManager`; the executor's timer (``on_timer``)
 advances processing time and watermarks. When a window fires, ``process_window`` runs with
-every emit anchored to the window's tuples; a tuple is acked when the manager expires it,
-i.e. when it has left every window that holds it. If the bolt raises, the executor fails
+every emit anchored to the window's tuples; a tuple is acked when the manager expires it:
+for a sliding window when it has left every window that holds it (Storm's rule), for a
+tumbling window right after ``process_window`` of its one window returned. If the bolt raises, the executor fails
 every held tuple (they replay) and re-creates the bolt with empty windows. Late tuples
 (event time, older than the watermark) go to the late-tuple stream, anchored, then are
 acked; with no late stream they are logged and acked (Storm's behaviour).
@@ -162,11 +163,14 @@ class WindowedBolt(Bolt):
 
     # ------------------------------------------------------------ engine side (executor thread)
     def make_driver(self, task: Any) -> Driver:
-        """Tuples are held (no auto-ack) until they expire from their last window."""
+        """Tuples are held (no auto-ack) until the window manager expires them."""
         return TupleDriver(task, self, auto_ack=False)
 
     @property
     def timer_interval_secs(self) -> float | None:  # type: ignore[override]
+        """What the window needs (a value the user assigns wins)."""
+        if "_timer_interval_secs" in vars(self):
+            return self._timer_interval_secs
         spec = self._window_spec()
         if spec is None:
             return None
@@ -174,10 +178,15 @@ class WindowedBolt(Bolt):
         periods += [x.ms / 1000.0 for x in (spec.sliding,) if isinstance(x, w.Duration)]
         return min([_MAX_TIMER_SECS] + [p / 4 for p in periods]) if periods else None
 
+    @timer_interval_secs.setter
+    def timer_interval_secs(self, value: float | None) -> None:
+        self._timer_interval_secs = value
+
     def _window_spec(self) -> w.WindowSpec | None:
         spec = spec_from_opts(self._window_opts)
-        if spec is None and getattr(self, "storm_conf", None) is not None:
-            spec = w.spec_from_conf(self.storm_conf)
+        conf = getattr(self, "_stormpy_conf", None)
+        if spec is None and conf is not None:
+            spec = w.spec_from_conf(conf)
         return spec
 
     def _window_manager(self) -> w.WindowManager:
@@ -185,7 +194,7 @@ class WindowedBolt(Bolt):
         if manager is not None:
             return manager
         spec = self._window_spec()
-        conf = getattr(self, "storm_conf", None) or {}
+        conf = getattr(self, "_stormpy_conf", None) or {}
         if spec is None:
             raise ValueError(f"windowed bolt {type(self).__name__} declared no window: call "
                              "with_window(...) or with_tumbling_window(...) in the class, on the instance or in initialize")
@@ -199,9 +208,13 @@ class WindowedBolt(Bolt):
         return manager
 
     def _declared_streams(self) -> set[str]:
+        context = getattr(self, "_stormpy_context", None)
+        plan = getattr(context, "_plan", None)
+        if plan is not None:   # what the topology declared, whatever ``self.outputs`` holds now
+            return set(plan.components[context.component_id].streams)
         from stormpy.topology.dsl import normalize_outputs
 
-        return set(normalize_outputs(self.outputs))
+        return set(normalize_outputs(type(self).outputs))
 
     def process(self, tup: Tuple) -> None:
         manager = self._window_manager()
@@ -219,7 +232,7 @@ class WindowedBolt(Bolt):
         if spec.late_stream is not None:
             self.emit(list(tup.values), stream=spec.late_stream, anchors=[tup])
         else:
-            self.logger.info("late tuple dropped (timestamp %s < watermark %s): %r", ts, manager.watermark, tup.values)
+            self._fw_logger().info("late tuple dropped (timestamp %s < watermark %s): %r", ts, manager.watermark, tup.values)
         self.ack(tup)
 
     def on_timer(self) -> None:

@@ -86,6 +86,11 @@ class WindowSpec:
     def is_event_time(self) -> bool:
         return self.timestamp_field is not None
 
+    @property
+    def is_tumbling(self) -> bool:
+        """Consecutive, non-overlapping windows: the slide equals the length."""
+        return self.length == self.sliding
+
 
 class Window:
     """One firing of a window: what ``process_window`` receives (Storm's ``TupleWindow``)."""
@@ -267,6 +272,14 @@ class WindowManager:
         self._previous = {e[1] for e in in_window}
         expired, self._expired = self._expired, []
         self.on_activation(Window(items, new, expired, int(start), int(reference)))
+        if self.spec.is_tumbling:
+            # Every item belongs to exactly this window: it is done once the window was
+            # processed (its emits anchored), not when the next window would evict it.
+            done = {e[1] for e in in_window}
+            self._released = [e for e in self._released if e[1] not in done]
+            self._previous = set()
+            self._expired.extend(items)
+            self.on_expiry(items)
         return True
 
     def _evict(self, reference: int) -> None:
@@ -287,15 +300,17 @@ class WindowManager:
 def validate_timeout(spec: WindowSpec, timeout_secs: float, max_spout_pending: int | None = None) -> str | None:
     """Storm's ``WindowedBoltExecutor.validate``: None if fine, else the one-line complaint.
 
-    A tuple is acked only when it left every window holding it, so duration windows must
-    fit in the message timeout (length + slide) and count windows in max spout pending.
+    A sliding window's tuple is acked only when it left every window holding it, so duration
+    windows must fit in the message timeout (length + slide) and count windows in max spout
+    pending; a tumbling window's tuples are acked once it was processed (its length must fit).
     """
-    durations = [x.ms for x in (spec.length, spec.sliding) if isinstance(x, Duration)]
+    parts = (spec.length,) if spec.is_tumbling else (spec.length, spec.sliding)
+    durations = [x.ms for x in parts if isinstance(x, Duration)]
     if durations and sum(durations) >= timeout_secs * 1000:
         return (f"window length + sliding interval ({sum(durations) / 1000:g}s) must be less than "
                 f"topology.message.timeout.secs ({timeout_secs:g}s): tuples are acked only when they "
                 "leave the last window that holds them")
-    counts = [x.value for x in (spec.length, spec.sliding) if isinstance(x, Count)]
+    counts = [x.value for x in parts if isinstance(x, Count)]
     if counts and max_spout_pending and sum(counts) > max_spout_pending:
         return (f"window length + sliding interval ({sum(counts)} tuples) is more than "
                 f"topology.max.spout.pending ({max_spout_pending}): the windows could never fill")

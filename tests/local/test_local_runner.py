@@ -154,3 +154,41 @@ def test_readme_writing_a_topology_example_runs_as_written(run_local, tmp_path: 
     assert proc.wait(90) == 0, "\n".join(proc.lines)
     final = [line for line in proc.lines if line.startswith("[") and "spout tuples emitted=" in line][-1]
     assert "acked=0 " not in final and proc.lines[-1] == "stormpy local: no component reported an error"
+
+
+def test_a_plain_word_count_run_is_quiet(run_local) -> None:
+    """Issue 20: a first ``stormpy local`` run of a topology that never mentions streamparse says
+    nothing about streamparse, and the framework logs no INFO line a user has nothing to do with
+    (executor shutdowns, a fresh checkpoint spout); the user's own component logs stay."""
+    proc = run_local(str(REPO / "examples" / "wordcount.py"), "--duration", "2")
+    assert proc.wait(90) == 0, "\n".join(proc.lines)
+    assert not [line for line in proc.lines if "streamparse" in line or "pystorm" in line], "\n".join(proc.lines)
+    framework_info = [line for line in proc.lines if " INFO stormpy." in line and " INFO stormpy.component." not in line]
+    assert framework_info == [], "\n".join(framework_info)
+    assert proc.lines[-1] == "stormpy local: no component reported an error"
+
+
+def test_a_streamparse_import_is_announced_once(run_local, tmp_path: Path) -> None:
+    topo = tmp_path / "sp_topology.py"
+    topo.write_text(
+        "from streamparse import Bolt, Spout, Topology\n\n"
+        "class Numbers(Spout):\n"
+        "    outputs = ['n']\n"
+        "    def initialize(self, conf, ctx):\n"
+        "        self.i = 0\n"
+        "    def next_tuple(self):\n"
+        "        self.i += 1\n"
+        "        self.emit([self.i], tup_id=self.i)\n\n"
+        "class Drop(Bolt):\n"
+        "    def process(self, tup):\n"
+        "        pass\n\n"
+        "class SpTopology(Topology):\n"
+        "    numbers = Numbers.spec()\n"
+        "    drop = Drop.spec(inputs=[numbers])\n")
+    proc = run_local(str(topo), "--duration", "2")
+    assert proc.wait(90) == 0, "\n".join(proc.lines)
+    said = [line for line in proc.lines if "not installed" in line]
+    assert len(said) == 1 and "`import streamparse` resolves to stormpy's compatible modules" in said[0], \
+        "\n".join(proc.lines)
+    final = [line for line in proc.lines if line.startswith("[") and "spout tuples emitted=" in line][-1]
+    assert "acked=0 " not in final

@@ -179,3 +179,81 @@ def test_submit_refuses_a_window_longer_than_the_message_timeout() -> None:
     with pytest.raises(UserError, match=r"'windows'.*window length \+ sliding interval \(35s\).*"
                                         r"topology.message.timeout.secs \(30s\)"):
         LocalTopology(Topo, "too-long")
+
+
+class Hundreds(WindowedBolt):
+    """Tumbling count windows of 100: records each window's ids and emits its sum, anchored."""
+
+    outputs = ["first", "total"]
+
+    def process_window(self, window: Any) -> None:
+        ns = [t.values.n for t in window.get()]
+        with STATE["lock"]:
+            STATE["windows"].append(ns)
+        self.emit([ns[0], sum(ns)])
+
+
+def test_tumbling_count_windows_ack_every_tuple_of_a_finite_stream(local_topology: Any,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """3,000 numbered tuples in tumbling windows of 100: all acked (the last window's too, with no
+    next window to evict them), none failed or replayed, and the run stops without waiting out
+    the message timeout for tuples still held."""
+    reset(count=3000)
+
+    class Topo(Topology):
+        numbers = NumberSpout.spec()
+        windows = Hundreds().with_tumbling_window(WindowedBolt.Count(100)).spec(inputs=[numbers])
+        sink = Sink.spec(inputs=[windows])
+
+    local = local_topology(Topo, **{"topology.message.timeout.secs": 8, "topology.max.spout.pending": 500})
+    wait(lambda: len(STATE["acked"]) >= 3000, timeout=60, what="all 3000 tuples acked")
+    with STATE["lock"]:
+        windows = [list(w) for w in STATE["windows"]]
+        seen = dict(STATE["ack_seen_windows"])
+    assert sorted(STATE["acked"]) == list(range(3000))
+    assert STATE["failed"] == []
+    assert [w[0] for w in windows] == list(range(0, 3000, 100)) and all(len(w) == 100 for w in windows)
+    for n in (0, 99, 2900, 2999):   # acked after the window holding it was processed, not before
+        assert seen[n] > n // 100, f"tuple {n} acked before its window was processed"
+    assert sum(s.pending_count() for s in local.runtime._spouts) == 0, "spout tuples still pending"
+    local.stop()     # drains for up to the message timeout (8 s), then warns about what is in flight
+    assert not [r for r in caplog.records if "still in flight" in r.getMessage()], \
+        "the run stopped with tuples still held by the windows"
+    assert local.totals()["failed"] == 0 and STATE["failed"] == []
+
+
+@pytest.mark.parametrize("event_time", [False, True], ids=["processing-time", "event-time"])
+def test_tumbling_duration_windows_ack_the_last_window_once_it_fired(local_topology: Any, event_time: bool) -> None:
+    base = 1_700_000_000_000
+    reset(count=30, timestamps={n: base + 100 * n for n in range(30)})
+
+    class Windows(WindowedBolt):
+        outputs = ["ns"]
+
+        def initialize(self, stormconf: Any, context: Any) -> None:
+            self.with_tumbling_window(WindowedBolt.Duration(1))
+            if event_time:
+                self.with_timestamp_field("ts").with_lag(0).with_watermark_interval(0.05)
+
+        def process_window(self, window: Any) -> None:
+            with STATE["lock"]:
+                STATE["windows"].append([t.values.n for t in window.get()])
+            self.emit([[t.values.n for t in window.get()]])
+
+    class Topo(Topology):
+        numbers = NumberSpout.spec()
+        windows = Windows.spec(inputs=[numbers])
+        sink = Sink.spec(inputs=[windows])
+
+    local_topology(Topo, **{"topology.message.timeout.secs": 30})
+    if event_time:
+        # the watermark only passes what a newer timestamp follows: the newest tuple (29) stays held
+        wait(lambda: len(STATE["acked"]) >= 20, timeout=15, what="the fired event-time windows' tuples acked")
+        time.sleep(0.3)
+        acked = set(STATE["acked"])
+        fired = {n for w in STATE["windows"] for n in w}
+        assert acked == fired and set(range(20)) <= acked and 29 not in acked
+    else:
+        wait(lambda: len(STATE["acked"]) >= 30, timeout=15, what="all 30 tuples acked by their windows")
+        assert sorted(STATE["acked"]) == list(range(30))
+    assert STATE["failed"] == []

@@ -39,8 +39,10 @@ def test_count_tumbling() -> None:
     assert [w.get() for w in r.windows] == [[0, 1, 2], [3, 4, 5]]
     assert r.windows[1].get_new() == [3, 4, 5]
     assert r.windows[1].get_expired() == [0, 1, 2]
-    assert r.expired == [0, 1, 2]          # acked once they left their (only) window
-    assert r.manager.held() == [3, 4, 5, 6]
+    # a tumbling window's items expire (are acked) as soon as it was processed, the last
+    # window's too: a finite stream leaves nothing behind but an incomplete window
+    assert r.expired == [0, 1, 2, 3, 4, 5]
+    assert r.manager.held() == [6]
 
 
 def test_count_sliding_items_stay_until_their_last_window() -> None:
@@ -61,12 +63,13 @@ def test_time_tumbling_processing_time() -> None:
     r.at(9_999)
     assert [w.get() for w in r.windows] == [["a", "b"]]
     assert (r.windows[0].start_timestamp, r.windows[0].end_timestamp) == (-1, 9_999)
+    assert r.expired == ["a", "b"] and r.manager.held() == []   # expired right after processing
     r.at(12_000, "c")
     r.at(20_500)
     assert [w.get() for w in r.windows] == [["a", "b"], ["c"]]
     assert r.windows[1].get_expired() == ["a", "b"]
     assert (r.windows[1].start_timestamp, r.windows[1].end_timestamp) == (9_999, 19_999)
-    assert r.expired == ["a", "b"]
+    assert r.expired == ["a", "b", "c"]
 
 
 def test_time_sliding_processing_time_and_empty_windows_skipped() -> None:
@@ -113,13 +116,13 @@ def test_event_time_windows_fire_on_the_watermark_aligned_to_the_slide() -> None
     assert m.watermark == 10_000
     assert [w.get() for w in r.windows] == [[1000, 3000, 4000]]
     assert (r.windows[0].start_timestamp, r.windows[0].end_timestamp) == (0, 10_000)
-    # evicted only at the next window's reference (Storm evicts at triggers); 12000 waits
-    # above the watermark
-    assert m.held() == [1000, 3000, 4000, 12_000] and r.expired == []
+    # tumbling: expired as soon as their window was processed; 12000 waits above the watermark
+    assert m.held() == [12_000] and r.expired == [1000, 3000, 4000]
     m.add(25_000, ts_ms=25_000)
     r.at(2000)                               # watermark 23000: window (10000, 20000] fires
     assert [w.get() for w in r.windows][1:] == [[12_000]]
-    assert r.expired == [1000, 3000, 4000]
+    assert r.windows[1].get_expired() == [1000, 3000, 4000]
+    assert r.expired == [1000, 3000, 4000, 12_000]
 
 
 def test_an_item_on_the_grid_belongs_to_the_window_ending_there() -> None:
@@ -162,7 +165,7 @@ def test_event_time_count_windows_follow_timestamp_order() -> None:
         m.add(ts, ts_ms=ts)
     r.at(1000)                               # watermark 50: all five released in ts order
     assert [w.get() for w in r.windows] == [[10, 20], [30, 40]]
-    assert r.expired == [10, 20]
+    assert r.expired == [10, 20, 30, 40] and m.held() == [50]
 
 
 def test_spec_round_trips_through_component_config_and_timeout_check() -> None:

@@ -1,6 +1,7 @@
 """Stateful counter for the cluster fault test: replaying spout -> StatefulBolt (SQLite state).
 
-The counter keeps ``n<id>`` (times id was counted) and ``total`` in its KeyValueState. It writes
+The counter keeps ``n<id>`` (times id was counted) and ``total`` in its KeyValueState, held in
+``self.state`` the way Storm users name it (``initialize`` sets it to None). It writes
 its pid when it starts (so the test can SIGKILL the worker holding the state), what
 ``init_state`` restored (``inits.jsonl``) and how many tuples each checkpoint covered
 (``checkpoints.jsonl``), so the test can see "restored from a commit, not from zero" and
@@ -44,15 +45,16 @@ class StatefulIdCounter(StatefulBolt):
         (self.out / f"counter-pid-{context.task_id}.txt").write_text(str(os.getpid()))
         self.since_prepare = 0
         self.in_checkpoint = 0
+        self.state = None          # the natural field name (issue 20): the bolt owns it
 
     def init_state(self, state):
-        self.kv = state
+        self.state = state
         append_line(self.out / "inits.jsonl", {"pid": os.getpid(), "total": state.get("total", 0), "at": time.time()})
 
     def process(self, tup):
         key = f"n{tup.values[0]}"
-        self.kv.put(key, self.kv.get(key, 0) + 1)
-        self.kv.put("total", self.kv.get("total", 0) + 1)
+        self.state.put(key, self.state.get(key, 0) + 1)
+        self.state.put("total", self.state.get("total", 0) + 1)
         self.since_prepare += 1
 
     def pre_prepare(self, txid):
