@@ -9,7 +9,7 @@ counts start again while the coordinator's txids go on. So:
   (``topology.trident.host.local.states``: descriptions only, Nimbus never imports user code);
 - Nimbus, at submit, refuses the topology with one line when such a state meets a cluster of more
   than one supervisor host (any number of workers: a single worker moves host when its supervisor
-  dies), or a process-local one meets more than one worker, unless the topology sets
+  dies), unless the topology sets
   ``topology.trident.state.allow.host.local`` (the storage is in fact shared).
 
 The check uses the supervisors registered at submit; a host that joins later is not seen, and
@@ -81,7 +81,7 @@ def check_host_local_states(topology: Any, conf: Mapping[str, Any],
     allow = f"-c {cfg.TOPOLOGY_TRIDENT_STATE_ALLOW_HOST_LOCAL.name}=true"
     for cid, entry in entries:
         state, scope = entry.get("state", "?"), entry.get("scope")
-        if scope == PROCESS and (workers > 1 or len(hosts) > 1):
+        if scope == PROCESS and len(hosts) > 1:
             raise storm.InvalidTopologyException(
                 msg=f"component {cid!r}: state {state} lives in one worker's memory, and this topology "
                     f"runs {workers} worker(s) on a cluster of {len(hosts)} supervisor host(s): a task that "

@@ -129,9 +129,9 @@ def test_which_states_are_refused_where(tmp_path):
     redis_state = compiled(RedisMapState.transactional("redis://r:6379/0", "wc"))
     one, two = hosts("a"), hosts("a", "b")
 
-    with pytest.raises(storm.InvalidTopologyException, match="lives in one worker's memory, and this topology runs 2"):
-        check_host_local_states(memory, {"topology.workers": 2}, one)
-    check_host_local_states(memory, {"topology.workers": 1}, one)
+    with pytest.raises(storm.InvalidTopologyException, match="lives in one worker's memory, and this topology runs 1"):
+        check_host_local_states(memory, {"topology.workers": 1}, two)
+    check_host_local_states(memory, {"topology.workers": 2}, one)   # one host: a test state, as the issue asks
     with pytest.raises(storm.InvalidTopologyException, match="lives on one host's disk"):
         check_host_local_states(sqlite, {"topology.workers": 1}, two)   # one worker still moves host
     check_host_local_states(sqlite, {"topology.workers": 4}, one)
