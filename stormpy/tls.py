@@ -136,3 +136,31 @@ def describe_error(exc: BaseException) -> str:
     if "certificate required" in low or "handshake failure" in low:
         return f"{text}: the server requires a client certificate (storm.tls.certfile)"
     return text
+
+
+HTTPS_HANDSHAKE_TIMEOUT_SECS = 10.0
+
+
+class TLSServerMixin:
+    """For a ``ThreadingHTTPServer``: with ``tls_context`` set, each accepted connection does its
+    TLS handshake on its own request thread (a slow or plaintext peer never stalls the accept
+    loop); a failed handshake is logged and the connection closed before any HTTP is read."""
+
+    tls_context: ssl.SSLContext | None = None
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        if self.tls_context is not None:
+            try:
+                request.settimeout(HTTPS_HANDSHAKE_TIMEOUT_SECS)
+                request = self.tls_context.wrap_socket(request, server_side=True)
+                request.settimeout(None)
+            except (ssl.SSLError, OSError) as exc:
+                log.warning("refused an HTTPS connection from %s: TLS handshake failed: %s", client_address[0], exc)
+                self.shutdown_request(request)  # type: ignore[attr-defined]
+                return
+        super().process_request_thread(request, client_address)  # type: ignore[misc]
+
+
+def https_context(conf: Mapping[str, Any], channel: str) -> ssl.SSLContext | None:
+    """The server context of an HTTP ``channel`` (``ui``, ``logviewer``) when its TLS is on."""
+    return server_context(conf, channel) if enabled(conf, channel) else None

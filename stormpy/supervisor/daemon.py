@@ -150,8 +150,11 @@ class Supervisor:
         if port is None or port < 0:
             return
         access = LogAccess.from_conf(self.conf)      # login on without a way in: refuse to start
+        from stormpy.tls import https_context
+
         try:
-            self.logviewer = LogViewer(self.conf[C.STORM_LOG_DIR], port, access=access).start()
+            self.logviewer = LogViewer(self.conf[C.STORM_LOG_DIR], port, access=access,
+                                       tls_context=https_context(self.conf, "logviewer")).start()
         except OSError as exc:
             log.warning("log viewer not started on port %d (logviewer.port): %s", port, exc.strerror or exc)
 

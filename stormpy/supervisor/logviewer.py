@@ -45,6 +45,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import stormpy
 from stormpy import auth
+from stormpy.tls import TLSServerMixin
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("log viewer %s %s", self.address_string(), format % args)
 
 
-class LogViewerServer(ThreadingHTTPServer):
+class LogViewerServer(TLSServerMixin, ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
@@ -188,9 +189,10 @@ class LogViewer:
     """The HTTP server on its own thread; ``port`` is the bound port (useful when configured 0)."""
 
     def __init__(self, log_dir: str | os.PathLike[str], port: int, host: str = "0.0.0.0",
-                 access: LogAccess | None = None) -> None:
+                 access: LogAccess | None = None, tls_context: Any = None) -> None:
         self.root = artifacts_root(log_dir)
         self.server = LogViewerServer((host, port), self.root, access)      # binds now: errors surface here
+        self.server.tls_context = tls_context     # logviewer.tls.enable: HTTPS only
         self.port = int(self.server.server_address[1])
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.5},
                                         name="supervisor-logviewer", daemon=True)

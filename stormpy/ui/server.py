@@ -31,6 +31,9 @@ from thriftpy2.transport import TTransportException
 
 import stormpy
 from stormpy.auth import HttpLogins
+from stormpy import tls
+from stormpy.nimbus import authz
+from stormpy.tls import TLSServerMixin, https_context
 from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT,
                             UI_TIMESERIES_SAMPLE_SECS, Config, redacted)
 from stormpy.daemon_guard import local_dir_lock
@@ -107,6 +110,9 @@ class UIApp:
         # Login is on with ui.auth.enable or with Thrift authentication (else the UI would let
         # anyone do over HTTP what Nimbus refuses them); on without ui.users.file: UserError.
         self._logins = HttpLogins.from_conf(conf, "UI")
+        # With principals (mutual TLS to Nimbus) the UI holds an admin certificate and checks
+        # each logged-in user itself, with Nimbus's rules (a UI login is a principal).
+        self._policy = authz.Policy(conf, enforce=tls.client_auth_required(conf, "nimbus.thrift"))
         self.history = history if history is not None else History()
         self.sampler = Sampler(self.history, lambda: self._connect(self.conf),
                                float(conf[UI_TIMESERIES_SAMPLE_SECS]))
@@ -239,6 +245,8 @@ class UIApp:
             raise api.not_found(exc.msg or "topology is not alive") from None
         except (storm.InvalidTopologyException, storm.IllegalStateException) as exc:
             raise api.bad_request(exc.msg) from None
+        except storm.AuthorizationException as exc:
+            raise api.ApiError(403, "Forbidden", exc.msg) from None
         except (UserError, OSError, TTransportException) as exc:
             # connect() failing, or Nimbus going away mid-call: the UI stays up and says where it looked.
             raise self._unreachable(exc) from None
@@ -282,7 +290,8 @@ class UIApp:
         with self.nimbus() as client:
             return api.topology_summary(client.getClusterInfo())
 
-    def topology_doc(self, topology_id: str, query: Mapping[str, str], logged_in: bool = True) -> dict[str, Any]:
+    def topology_doc(self, topology_id: str, query: Mapping[str, str], logged_in: bool = True,
+                     headers: Mapping[str, str] | None = None) -> dict[str, Any]:
         window = api.check_window(query.get("window"))
         with self.nimbus() as client:
             info = self._topology_info(client, topology_id)
@@ -293,6 +302,8 @@ class UIApp:
         doc["antiForgeryToken"] = self.csrf_token(info.id)
         if self._logins is not None and not logged_in:
             doc["configuration"] = {}   # getTopologyConf needs authentication: not for anonymous readers
+        elif not self._may_operate(headers or {}, conf_json):
+            doc["configuration"] = {}   # another user's topology: Nimbus's getTopologyConf rule
         else:
             # The UI is a viewer over HTTP: credentials never reach a browser, logged in or not.
             doc["configuration"] = redacted(doc["configuration"])
@@ -307,7 +318,7 @@ class UIApp:
         return api.component_page(info, topology, component_id, window, self._now(), self._include_sys(query))
 
     def on_topology(self, req: Request) -> dict[str, Any]:
-        return self.topology_doc(req.params["id"], req.query, self.logged_in(req.headers))
+        return self.topology_doc(req.params["id"], req.query, self.logged_in(req.headers), req.headers)
 
     def on_component(self, req: Request) -> dict[str, Any]:
         return self.component_doc(req.params["id"], req.params["component"], req.query)
@@ -354,10 +365,27 @@ class UIApp:
 
     # ------------------------------------------------------------ POST /api/v1
     # Nimbus acts on topology NAMES; the API (like Storm's) addresses topologies by id.
+    def _login_user(self, headers: Mapping[str, str]) -> str | None:
+        return self._logins.user(headers.get("Authorization")) if self._logins is not None else None
+
+    def _may_operate(self, headers: Mapping[str, str], conf_json: str) -> bool:
+        """Whether the logged-in user owns the topology (or is listed, or an admin)."""
+        if not self._policy.enforce:
+            return True
+        conf = api.parse_conf(conf_json)
+        acl = authz.TopologyAcl.from_conf(str(conf.get("topology.submitter.user") or ""), conf)
+        return self._policy.may_operate(authz.Caller(self._login_user(headers)), acl)
+
     def _act(self, req: Request, operation: str, call: Callable[[Any, str], None]) -> dict[str, Any]:
         topology_id = req.params["id"]
         with self.nimbus() as client:
             name = client.getTopologyInfo(topology_id).name
+            if not self._may_operate(req.headers, client.getTopologyConf(topology_id)):
+                user = self._login_user(req.headers)
+                log.warning("ui: refused %s of topology %s to %r: not its owner, not in topology.users, "
+                            "not an admin", operation, topology_id, user)
+                raise api.ApiError(403, "Forbidden", f"{user!r} may not {operation} {name}: it is not the "
+                                                     "owner, not in topology.users/groups and not in nimbus.admins")
             log.info("ui: %s topology %s (%s)", operation, name, topology_id)
             call(client, name)
         return api.action_result(operation, topology_id)
@@ -396,7 +424,8 @@ class UIApp:
         topology_id = req.query.get("id")
         if not topology_id:
             raise api.bad_request("topology.html needs ?id=<topology id>")
-        return pages.render_topology(self.topology_doc(topology_id, req.query, self.logged_in(req.headers)))
+        return pages.render_topology(self.topology_doc(topology_id, req.query, self.logged_in(req.headers),
+                                                       req.headers))
 
     def on_component_page(self, req: Request) -> str:
         topology_id, component_id = req.query.get("topology_id"), req.query.get("id")
@@ -468,9 +497,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
 
-class UIServer(ThreadingHTTPServer):
+class UIServer(TLSServerMixin, ThreadingHTTPServer):
     """The HTTP server with its ``UIApp``; request threads are daemons so a stuck client
-    cannot hold the process open at shutdown."""
+    cannot hold the process open at shutdown. HTTPS with ``ui.tls.enable`` (``stormpy.tls``)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -492,7 +521,9 @@ class UIServer(ThreadingHTTPServer):
 def make_server(conf: Config, host: str, port: int, connect: Connect | None = None) -> UIServer:
     """A bound (not yet serving) UI server; port 0 picks a free port (``server.port``).
     Tests call ``serve_forever`` on a thread and ``shutdown()`` + ``server_close()`` after."""
-    return UIServer((host, port), UIApp(conf, connect))
+    server = UIServer((host, port), UIApp(conf, connect))
+    server.tls_context = https_context(conf, "ui")
+    return server
 
 
 def run_ui(conf: Config) -> int:
@@ -512,7 +543,8 @@ def _run_ui(conf: Config) -> int:
                               name="ui-http", daemon=True)
     thread.start()
     server.app.sampler.start()
-    log.info("UI serving on http://%s:%d/ (Nimbus at %s, log %s)", host, server.port,
+    log.info("UI serving on %s://%s:%d/ (Nimbus at %s, log %s)", "https" if server.tls_context else "http",
+             host, server.port,
              server.app.nimbus_address(), log_path)
     with StopOnSignals(who="ui") as signals:
         try:
