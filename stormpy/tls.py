@@ -164,3 +164,23 @@ class TLSServerMixin:
 def https_context(conf: Mapping[str, Any], channel: str) -> ssl.SSLContext | None:
     """The server context of an HTTP ``channel`` (``ui``, ``logviewer``) when its TLS is on."""
     return server_context(conf, channel) if enabled(conf, channel) else None
+
+
+def zookeeper_ssl_enabled(conf: Mapping[str, Any]) -> bool:
+    return bool(cfg.STORM_ZOOKEEPER_SSL_ENABLE.coerce(conf.get(cfg.STORM_ZOOKEEPER_SSL_ENABLE.name)))
+
+
+def zookeeper_client_kwargs(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """kazoo's TLS arguments when ``storm.zookeeper.ssl.enable`` (server certificate and host
+    name checked against storm.tls.cafile; our certificate shown: the server requires one)."""
+    if not zookeeper_ssl_enabled(conf):
+        return {}
+    certfile = _need(conf, None, "certfile")
+    check_not_expired(certfile)
+    return {"use_ssl": True, "verify_certs": True, "check_hostname": True, "ca": _need(conf, None, "cafile"),
+            "certfile": certfile, "keyfile": _need(conf, None, "keyfile")}
+
+
+def zookeeper_server_files(conf: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(certfile, keyfile, cafile) of ``stormpy dev-zookeeper``'s secure port."""
+    return _need(conf, None, "certfile"), _need(conf, None, "keyfile"), _need(conf, None, "cafile")

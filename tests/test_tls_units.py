@@ -201,3 +201,40 @@ def test_certs_command_makes_a_ca_host_and_user(tmp_path: Path) -> None:
     ctx.load_cert_chain(tmp_path / "alice.pem", tmp_path / "alice-key.pem")
     bad = subprocess.run([*run, "user", "--dir", str(tmp_path / "none")], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+
+
+def test_zookeeper_over_tls_refuses_plaintext_and_foreign_clients(certs, tmp_path) -> None:
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from stormpy.cluster_state.session import ZkSession
+    from stormpy.testing import ZooKeeperServer, ZooKeeperUnavailable
+
+    server = ZooKeeperServer(tmp_path / "zk", tick_time_ms=500,
+                             tls=(certs.cert("nimbus"), certs.key("nimbus"), certs.ca))
+    try:
+        server.start(timeout=90)
+    except ZooKeeperUnavailable as exc:
+        pytest.fail(f"cannot start ZooKeeper: {exc}")
+    try:
+        conf = {"storm.zookeeper.servers": ["127.0.0.1"], "storm.zookeeper.port": server.port,
+                "storm.zookeeper.root": "/tls-test", "storm.zookeeper.ssl.enable": True,
+                "storm.zookeeper.connection.timeout": 20000, **certs.client_conf("nimbus")}
+        from stormpy.config import load_config
+
+        session = ZkSession(load_config(None, conf), server.hosts, "/tls-test").connect()
+        try:
+            session.zk.ensure_path("/hello")
+            assert session.zk.exists("/hello")
+        finally:
+            session.close()
+        for kwargs in ({}, {"use_ssl": True, "verify_certs": True, "ca": certs.ca,
+                            "certfile": str(certs.dir / "foreign" / "mallory.pem"),
+                            "keyfile": str(certs.dir / "foreign" / "mallory-key.pem")}):
+            intruder = KazooClient(hosts=server.hosts, timeout=5, connection_retry={"max_tries": 1}, **kwargs)
+            with pytest.raises(KazooTimeoutError):
+                intruder.start(timeout=8)
+            intruder.stop()
+            intruder.close()
+    finally:
+        server.stop(reason="test done")
