@@ -35,12 +35,18 @@ def enabled(conf: Mapping[str, Any], channel: str) -> bool:
     return bool(cfg.KEYS[_ENABLE[channel].name].coerce(conf.get(_ENABLE[channel].name)))
 
 
+def client_auth(conf: Mapping[str, Any], channel: str) -> str:
+    """``<channel>.tls.client.auth``: ``required`` (mutual TLS), ``optional`` (a certificate
+    shown must be from the CA; none is fine) or ``none``."""
+    value = str(conf.get(f"{channel}.tls.client.auth") or "none").strip().lower()
+    if value not in ("none", "optional", "required"):
+        raise UserError(f"{channel}.tls.client.auth must be 'required', 'optional' or 'none', not {value!r}")
+    return value
+
+
 def client_auth_required(conf: Mapping[str, Any], channel: str) -> bool:
     """``<channel>.tls.client.auth: required`` (mutual TLS) on an enabled channel."""
-    value = str(conf.get(f"{channel}.tls.client.auth") or "none").strip().lower()
-    if value not in ("none", "required"):
-        raise UserError(f"{channel}.tls.client.auth must be 'required' or 'none', not {value!r}")
-    return enabled(conf, channel) and value == "required"
+    return enabled(conf, channel) and client_auth(conf, channel) == "required"
 
 
 def _file(conf: Mapping[str, Any], channel: str | None, what: str) -> str | None:
@@ -89,8 +95,9 @@ def server_context(conf: Mapping[str, Any], channel: str) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     _load_chain(ctx, conf, channel)
-    if client_auth_required(conf, channel):
-        ctx.verify_mode = ssl.CERT_REQUIRED
+    mode = client_auth(conf, channel)
+    if mode != "none":
+        ctx.verify_mode = ssl.CERT_REQUIRED if mode == "required" else ssl.CERT_OPTIONAL
         ctx.load_verify_locations(_need(conf, channel, "cafile"))
     return ctx
 

@@ -113,6 +113,9 @@ class UIApp:
         # With principals (mutual TLS to Nimbus) the UI holds an admin certificate and checks
         # each logged-in user itself, with Nimbus's rules (a UI login is a principal).
         self._policy = authz.Policy(conf, enforce=tls.client_auth_required(conf, "nimbus.thrift"))
+        if self._policy.enforce and self._logins is None:
+            raise UserError("the UI needs logins when Nimbus authorizes principals (nimbus.thrift.tls.client.auth: "
+                            "required): set ui.auth.enable and ui.users.file (a UI user name is a principal)")
         self.history = history if history is not None else History()
         self.sampler = Sampler(self.history, lambda: self._connect(self.conf),
                                float(conf[UI_TIMESERIES_SAMPLE_SECS]))
