@@ -599,6 +599,8 @@ class ThriftServer:
                 self.processor.process(proto, proto)
         except FrameTooLarge as exc:
             log.warning("closing connection from %s: %s", peer, exc.message)
+        except ssl.SSLError as exc:   # after the handshake: a record that fails its MAC was altered on the way
+            log.warning("closing TLS connection from %s: %s (altered or truncated on the way?)", peer, exc)
         except (TTransportException, OSError) as exc:
             log.debug("connection from %s closed: %s", peer, exc)
         except Exception as exc:  # garbage on the wire: drop this peer only
