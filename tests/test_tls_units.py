@@ -238,3 +238,27 @@ def test_zookeeper_over_tls_refuses_plaintext_and_foreign_clients(certs, tmp_pat
             intruder.close()
     finally:
         server.stop(reason="test done")
+
+
+def test_the_readme_tls_commands_and_config_work(tmp_path: Path) -> None:
+    """The README's `stormpy certs` commands run, and its storm.yaml gives working TLS contexts."""
+    import shlex
+
+    import yaml
+
+    from stormpy.config import KEYS, load_config
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### TLS, users and authorization", 1)[1]
+    commands = section.split("```bash", 1)[1].split("```", 1)[0]
+    for line in commands.strip().splitlines():
+        args = shlex.split(line.split("#", 1)[0].replace("/etc/stormpy/certs", str(tmp_path)))
+        assert args[0] == "stormpy"
+        subprocess.run([sys.executable, "-m", "stormpy.cli", *args[1:]], check=True, capture_output=True, timeout=60)
+    doc = yaml.safe_load(section.split("```yaml", 1)[1].split("```", 1)[0].replace("/etc/stormpy/certs", str(tmp_path)))
+    assert set(doc) <= set(KEYS), set(doc) - set(KEYS)
+    conf = load_config(None, doc)
+    tls.server_context(conf, "nimbus.thrift")
+    tls.server_context(conf, "ui")
+    tls.client_context(conf)
+    assert tls.client_auth_required(conf, "nimbus.thrift") and tls.zookeeper_client_kwargs(conf)["use_ssl"]
