@@ -49,6 +49,7 @@ for _user, _password in PASSWORDS.items():
 
 CLUSTER_SUPERVISORS = 1
 CLUSTER_PORTS = 2
+CLUSTER_NIMBUSES = 2          # the standby replicates code from the leader over mutual TLS
 CLUSTER_CONF = {
     "nimbus.thrift.tls.enable": True, "nimbus.thrift.tls.client.auth": "required",
     **CERTS.client_conf("nimbus"),                  # every daemon's host certificate (CN nimbus)
@@ -57,6 +58,7 @@ CLUSTER_CONF = {
     "ui.tls.enable": True, "ui.tls.client.auth": "optional", "ui.auth.enable": True, "ui.users.file": str(USERS_FILE),
     "logviewer.tls.enable": True, "logviewer.tls.client.auth": "optional",
     "storm.zookeeper.ssl.enable": True,
+    "nimbus.code.sync.freq.secs": 1,
 }
 
 
@@ -218,6 +220,13 @@ def test_a_user_cannot_touch_another_users_topology_and_an_admin_can(cluster, al
     with cluster.client() as c:
         wait_until(lambda: c.getTopologyInfo(topology_id).status == "INACTIVE", 30, "deactivated by the admin")
     assert _ui_post(cluster, topology_id, "activate", "alice") == 200
+
+
+def test_the_standby_nimbus_replicates_code_over_mutual_tls(cluster, alice_topology) -> None:
+    _, topology_id, _ = alice_topology
+    local = Path(cluster.nimbus_conf(1)["storm.local.dir"])
+    wait_until(lambda: (local / "nimbus" / "stormdist" / topology_id / "stormconf.json").exists(), 30,
+               "the standby to download the topology's code from the leader")
 
 
 def test_an_expired_certificate_is_one_line_at_the_cli(cluster) -> None:
