@@ -262,3 +262,22 @@ def test_the_readme_tls_commands_and_config_work(tmp_path: Path) -> None:
     tls.server_context(conf, "ui")
     tls.client_context(conf)
     assert tls.client_auth_required(conf, "nimbus.thrift") and tls.zookeeper_client_kwargs(conf)["use_ssl"]
+
+
+def test_the_shared_secret_handshake_runs_inside_tls(certs) -> None:
+    from stormpy.auth import AuthError
+
+    conf = _server_conf(certs, client_auth="none")
+    port = free_port()
+    secret = b"a-shared-secret-of-32-bytes-0123"
+    srv = ThriftServer(RecordingHandler(port, authz.Policy(conf, enforce=False)), "127.0.0.1", port,
+                       max_frame_bytes=1 << 20, secret=secret, tls=tls.server_context(conf, "nimbus.thrift")).start()
+    try:
+        ctx = tls.client_context({"storm.tls.cafile": certs.ca})      # no client certificate: client.auth none
+        client = open_client("127.0.0.1", port, 10, secret, ctx)
+        assert json.loads(client.getNimbusConf()) == {"ok": True}
+        client.close()
+        with pytest.raises(AuthError):
+            open_client("127.0.0.1", port, 10, b"another-secret-of-32-bytes-45678", ctx)
+    finally:
+        srv.stop("test done")
