@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -33,7 +34,7 @@ import stormpy
 from stormpy.auth import HttpLogins
 from stormpy import tls
 from stormpy.nimbus import authz
-from stormpy.tls import TLSServerMixin, https_context
+from stormpy.tls import TLSServerMixin, https_context, peer_principal
 from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT,
                             UI_TIMESERIES_SAMPLE_SECS, Config, redacted)
 from stormpy.daemon_guard import local_dir_lock
@@ -47,6 +48,9 @@ from stormpy.ui.history import History, Sampler
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+#: Attribute of a request's headers object (not a header: a client cannot set it) carrying the
+#: CN of the TLS client certificate the handshake verified.
+TLS_PRINCIPAL_ATTR = "stormpy_tls_principal"
 NIMBUS_TIMEOUT_SECS = 20.0
 Connect = Callable[[Config], AbstractContextManager[Any]]
 JSON_TYPE = "application/json; charset=utf-8"
@@ -113,9 +117,11 @@ class UIApp:
         # With principals (mutual TLS to Nimbus) the UI holds an admin certificate and checks
         # each logged-in user itself, with Nimbus's rules (a UI login is a principal).
         self._policy = authz.Policy(conf, enforce=tls.client_auth_required(conf, "nimbus.thrift"))
-        if self._policy.enforce and self._logins is None:
+        certificates = tls.enabled(conf, "ui") and tls.client_auth(conf, "ui") != "none"
+        if self._policy.enforce and self._logins is None and not certificates:
             raise UserError("the UI needs logins when Nimbus authorizes principals (nimbus.thrift.tls.client.auth: "
-                            "required): set ui.auth.enable and ui.users.file (a UI user name is a principal)")
+                            "required): set ui.auth.enable and ui.users.file (a UI user name is a principal), "
+                            "or ui.tls.client.auth (client certificates)")
         self.history = history if history is not None else History()
         self.sampler = Sampler(self.history, lambda: self._connect(self.conf),
                                float(conf[UI_TIMESERIES_SAMPLE_SECS]))
@@ -200,8 +206,9 @@ class UIApp:
             raise api.ApiError(403, "Forbidden", "cross-site request refused")
 
     def logged_in(self, headers: Mapping[str, str]) -> bool:
-        """True when UI login is off, or the request carries a valid HTTP basic login."""
-        return self._logins is None or self._logins.user(headers.get("Authorization")) is not None
+        """True when UI login is off, or the request carries a valid HTTP basic login or came
+        with a client certificate from the CA (``ui.tls.client.auth``)."""
+        return self._logins is None or self._login_user(headers) is not None
 
     def _check_login(self, headers: Mapping[str, str], what: str = "POST") -> None:
         if not self.logged_in(headers):
@@ -369,7 +376,10 @@ class UIApp:
     # ------------------------------------------------------------ POST /api/v1
     # Nimbus acts on topology NAMES; the API (like Storm's) addresses topologies by id.
     def _login_user(self, headers: Mapping[str, str]) -> str | None:
-        return self._logins.user(headers.get("Authorization")) if self._logins is not None else None
+        """The HTTP basic user, else the CN of the TLS client certificate (set on the headers by
+        the request handler, never from a header a client sends), else None."""
+        user = self._logins.user(headers.get("Authorization")) if self._logins is not None else None
+        return user or getattr(headers, TLS_PRINCIPAL_ATTR, None)
 
     def _may_operate(self, headers: Mapping[str, str], conf_json: str) -> bool:
         """Whether the logged-in user owns the topology (or is listed, or an admin)."""
@@ -469,6 +479,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._dispatch("POST")
 
     def _dispatch(self, method: str) -> None:
+        if isinstance(self.connection, ssl.SSLSocket):    # a verified client certificate is a login
+            setattr(self.headers, TLS_PRINCIPAL_ATTR, peer_principal(self.connection)[0])
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:

@@ -107,21 +107,26 @@ def _ui(cluster: Any) -> str:
 
 
 def _ui_context(user: str | None = None) -> ssl.SSLContext:
+    """A client of the UI: the CA, and ``user``'s certificate when given (mallory: the foreign one)."""
     ctx = ssl.create_default_context(cafile=CERTS.ca)
-    if user == "mallory":
-        ctx.load_cert_chain(CERTS.dir / "foreign" / "mallory.pem", CERTS.dir / "foreign" / "mallory-key.pem")
+    if user is not None:
+        conf = CERTS.client_conf(user)
+        ctx.load_cert_chain(conf["storm.tls.certfile"], conf["storm.tls.keyfile"])
     return ctx
 
 
-def _ui_post(cluster: Any, topology_id: str, action: str, user: str) -> int:
+def _ui_post(cluster: Any, topology_id: str, action: str, user: str, with_certificate: bool = False) -> int:
+    """POST an action as ``user``: an HTTP basic login, or only the user's client certificate."""
     with urllib.request.urlopen(f"{_ui(cluster)}/api/v1/topology/{topology_id}", timeout=30,
                                 context=_ui_context()) as resp:
         token = json.loads(resp.read())["antiForgeryToken"]
-    login = base64.b64encode(f"{user}:{PASSWORDS[user]}".encode()).decode()
+    headers = {"X-CSRF-Token": token}
+    if not with_certificate:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{PASSWORDS[user]}".encode()).decode()
     request = urllib.request.Request(f"{_ui(cluster)}/api/v1/topology/{topology_id}/{action}", method="POST",
-                                     headers={"X-CSRF-Token": token, "Authorization": f"Basic {login}"})
+                                     headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=30, context=_ui_context()) as resp:
+        with urllib.request.urlopen(request, timeout=30, context=_ui_context(user if with_certificate else None)) as resp:
             return resp.status
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -208,6 +213,7 @@ def test_a_user_cannot_touch_another_users_topology_and_an_admin_can(cluster, al
     log = _nimbus_log(cluster)
     assert "refused killTopologyWithOpts to 'bob'" in log and "refused getTopologyConf to 'bob'" in log
     assert _ui_post(cluster, topology_id, "deactivate", "bob") == 403
+    assert _ui_post(cluster, topology_id, "deactivate", "bob", with_certificate=True) == 403
     # alice reads her own conf; the admin rebalances and deactivates it
     alice = _client("alice", cluster.conf["nimbus.thrift.port"])
     try:
@@ -219,7 +225,7 @@ def test_a_user_cannot_touch_another_users_topology_and_an_admin_can(cluster, al
     assert _ui_post(cluster, topology_id, "deactivate", "admin") == 200
     with cluster.client() as c:
         wait_until(lambda: c.getTopologyInfo(topology_id).status == "INACTIVE", 30, "deactivated by the admin")
-    assert _ui_post(cluster, topology_id, "activate", "alice") == 200
+    assert _ui_post(cluster, topology_id, "activate", "alice", with_certificate=True) == 200
 
 
 def test_the_standby_nimbus_replicates_code_over_mutual_tls(cluster, alice_topology) -> None:
