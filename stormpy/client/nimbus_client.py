@@ -4,7 +4,8 @@
 ``nimbus.thrift.port``, asks it who leads (``getLeader``) and yields a ``storm.Nimbus`` client
 connected to the leader (several Nimbus daemons: DESIGN section 14); when none answers, or none
 knows a leader, it raises a one-line ``UserError`` so every CLI command fails clearly. Used by the CLI, the supervisor (code downloads) and the UI, each from its own
-thread: a client is a single TCP connection and must not be shared between threads.
+thread: a client is a single TCP connection and must not be shared between threads. With
+``nimbus.thrift.tls.enable`` every connection is TLS (``open_client``, ``client_tls``).
 """
 from __future__ import annotations
 
@@ -21,11 +22,10 @@ from thriftpy2.thrift import TApplicationException, TClient
 from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
 
 from stormpy.auth import AuthError, client_handshake, read_secret
-from stormpy.tls import describe_error
-
 from stormpy.config import NIMBUS_HOST, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT
 from stormpy.errors import UserError
 from stormpy.thrift import storm
+from stormpy.tls import describe_error
 
 log = logging.getLogger(__name__)
 
