@@ -105,6 +105,11 @@ exception IllegalStateException {
   1: required string msg;
 }
 
+// a call the caller's principal may not make (nimbus.admins, nimbus.users, topology.users)
+exception AuthorizationException {
+  1: required string msg;
+}
+
 // ---------------------------------------------------------------- options
 
 enum TopologyInitialStatus {
@@ -364,37 +369,37 @@ struct ComponentPageInfo {
 
 service Nimbus {
   void submitTopology(1: string name, 2: string uploadedJarLocation, 3: string jsonConf, 4: StormTopology topology)
-    throws (1: AlreadyAliveException e, 2: InvalidTopologyException ite);
+    throws (1: AlreadyAliveException e, 2: InvalidTopologyException ite, 3: AuthorizationException aze);
   void submitTopologyWithOpts(1: string name, 2: string uploadedJarLocation, 3: string jsonConf, 4: StormTopology topology, 5: SubmitOptions options)
-    throws (1: AlreadyAliveException e, 2: InvalidTopologyException ite);
-  void killTopology(1: string name) throws (1: NotAliveException e);
-  void killTopologyWithOpts(1: string name, 2: KillOptions options) throws (1: NotAliveException e);
-  void activate(1: string name) throws (1: NotAliveException e);
-  void deactivate(1: string name) throws (1: NotAliveException e);
+    throws (1: AlreadyAliveException e, 2: InvalidTopologyException ite, 3: AuthorizationException aze);
+  void killTopology(1: string name) throws (1: NotAliveException e, 2: AuthorizationException aze);
+  void killTopologyWithOpts(1: string name, 2: KillOptions options) throws (1: NotAliveException e, 2: AuthorizationException aze);
+  void activate(1: string name) throws (1: NotAliveException e, 2: AuthorizationException aze);
+  void deactivate(1: string name) throws (1: NotAliveException e, 2: AuthorizationException aze);
   void rebalance(1: string name, 2: RebalanceOptions options)
-    throws (1: NotAliveException e, 2: InvalidTopologyException ite);
+    throws (1: NotAliveException e, 2: InvalidTopologyException ite, 3: AuthorizationException aze);
 
   // uploads: the server chooses the location; clients never name a path
-  string beginFileUpload() throws (1: IllegalStateException ise);
-  void uploadChunk(1: string location, 2: binary chunk) throws (1: IllegalStateException ise);
-  void finishFileUpload(1: string location) throws (1: IllegalStateException ise);
+  string beginFileUpload() throws (1: IllegalStateException ise, 2: AuthorizationException aze);
+  void uploadChunk(1: string location, 2: binary chunk) throws (1: IllegalStateException ise, 2: AuthorizationException aze);
+  void finishFileUpload(1: string location) throws (1: IllegalStateException ise, 2: AuthorizationException aze);
 
   // downloads: `file` is a path Nimbus handed out (an Assignment's master_code_dir + "/stormcode.zip" etc.)
-  string beginFileDownload(1: string file) throws (1: IllegalStateException ise);
-  binary downloadChunk(1: string id) throws (1: IllegalStateException ise);
+  string beginFileDownload(1: string file) throws (1: IllegalStateException ise, 2: AuthorizationException aze);
+  binary downloadChunk(1: string id) throws (1: IllegalStateException ise, 2: AuthorizationException aze);
 
-  string getNimbusConf();
-  ClusterSummary getClusterInfo();
-  TopologyInfo getTopologyInfo(1: string id) throws (1: NotAliveException e);
-  string getTopologyConf(1: string id) throws (1: NotAliveException e);
-  StormTopology getTopology(1: string id) throws (1: NotAliveException e);
-  StormTopology getUserTopology(1: string id) throws (1: NotAliveException e);
+  string getNimbusConf() throws (1: AuthorizationException aze);
+  ClusterSummary getClusterInfo() throws (1: AuthorizationException aze);
+  TopologyInfo getTopologyInfo(1: string id) throws (1: NotAliveException e, 2: AuthorizationException aze);
+  string getTopologyConf(1: string id) throws (1: NotAliveException e, 2: AuthorizationException aze);
+  StormTopology getTopology(1: string id) throws (1: NotAliveException e, 2: AuthorizationException aze);
+  StormTopology getUserTopology(1: string id) throws (1: NotAliveException e, 2: AuthorizationException aze);
 
   // Storm 1.1+ calls that streamparse's `sparse` makes
-  bool isTopologyNameAllowed(1: string name);
-  NimbusSummary getLeader();
+  bool isTopologyNameAllowed(1: string name) throws (1: AuthorizationException aze);
+  NimbusSummary getLeader() throws (1: AuthorizationException aze);
   TopologyPageInfo getTopologyPageInfo(1: string id, 2: string window, 3: bool is_include_sys)
-    throws (1: NotAliveException e);
+    throws (1: NotAliveException e, 2: AuthorizationException aze);
   ComponentPageInfo getComponentPageInfo(1: string topology_id, 2: string component_id, 3: string window,
-                                         4: bool is_include_sys) throws (1: NotAliveException e);
+                                         4: bool is_include_sys) throws (1: NotAliveException e, 2: AuthorizationException aze);
 }

@@ -164,6 +164,33 @@ def ui_passwd(user: str, users_file: str | None, password_stdin: bool, conf: Con
     click.echo(f"{'changed' if replaced else 'added'} UI user {user!r} in {path}")
 
 
+@main.command()
+@click.argument("kind", type=click.Choice(["ca", "host", "user"]))
+@click.argument("name", required=False)
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default="stormpy-certs",
+              help="Where the CA is (or goes) and the certificates are written.")
+@click.option("--host", "hosts", multiple=True, metavar="NAME_OR_IP",
+              help="A DNS name or IP address of the host (repeatable; default: NAME).")
+@click.option("--group", "groups", multiple=True, help="A group of the user (an OU of the certificate; repeatable).")
+@click.option("--days", type=click.IntRange(1), default=None, help="Validity (default: CA 3650, others 825).")
+@config_options
+def certs(kind: str, name: str | None, directory: str, hosts: tuple[str, ...], groups: tuple[str, ...],
+          days: int | None, conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Make a small CA (ca), or a host or user certificate signed by it, for storm.tls.* keys.
+
+    The certificate's CN is NAME: for users it is the principal of nimbus.admins / topology.users.
+    """
+    from stormpy.certs import make_ca, make_cert
+
+    if kind == "ca":
+        path = make_ca(directory, name or "stormpy CA", days or 3650)
+    elif not name:
+        raise UserError(f"stormpy certs {kind} needs a NAME (the certificate's CN)")
+    else:
+        path = make_cert(directory, name, (hosts or (name,)) if kind == "host" else (), groups, days or 825)
+    click.echo(f"wrote {path}" + ("" if kind == "ca" else f" and {str(path)[:-4]}-key.pem"))
+
+
 # ---------------------------------------------------------------- topologies
 
 @main.command()

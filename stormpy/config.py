@@ -277,6 +277,37 @@ STORM_MESSAGING_CURVE_ENABLE = _key("storm.messaging.curve.enable", False, bool,
 UI_AUTH_ENABLE = _key("ui.auth.enable", False, bool, "The UI's mutating actions, configurations and the log viewer need an HTTP basic login from ui.users.file (always on when storm.thrift.auth.secret.file is set).")
 UI_USERS_FILE = _key("ui.users.file", None, str, "UI and log viewer logins, 'user:scrypt$...' lines made by `stormpy ui-passwd`; plain passwords are refused.")
 
+# TLS (issue 25): Python's ssl on Nimbus Thrift, the UI, the log viewer and ZooKeeper. A channel's
+# own certfile/keyfile/cafile fall back to the storm.tls.* ones (each host's or user's own).
+STORM_TLS_CERTFILE = _key("storm.tls.certfile", None, str, "PEM certificate of this host or user: the default of every server's certificate and every client's certificate (made by `stormpy certs`).")
+STORM_TLS_KEYFILE = _key("storm.tls.keyfile", None, str, "PEM private key of storm.tls.certfile (readable only by its owner).")
+STORM_TLS_CAFILE = _key("storm.tls.cafile", None, str, "PEM CA certificate(s) trusted for peers: the default of every channel's cafile.")
+NIMBUS_THRIFT_TLS_ENABLE = _key("nimbus.thrift.tls.enable", False, bool, "Nimbus Thrift over TLS: Nimbus serves only TLS, and every client (CLI, supervisors, UI, Nimbus peers) connects with TLS.")
+NIMBUS_THRIFT_TLS_CERTFILE = _key("nimbus.thrift.tls.certfile", None, str, "Nimbus's TLS certificate (default storm.tls.certfile).")
+NIMBUS_THRIFT_TLS_KEYFILE = _key("nimbus.thrift.tls.keyfile", None, str, "Nimbus's TLS key (default storm.tls.keyfile).")
+NIMBUS_THRIFT_TLS_CAFILE = _key("nimbus.thrift.tls.cafile", None, str, "CA that Nimbus's clients' certificates must chain to (default storm.tls.cafile).")
+NIMBUS_THRIFT_TLS_CLIENT_AUTH = _key("nimbus.thrift.tls.client.auth", "none", str, "``required``: a Thrift client must show a certificate from the CA (mutual TLS); its subject CN is the caller's principal, checked against nimbus.admins, nimbus.users and topology.users. ``none``: any TLS client.")
+UI_TLS_ENABLE = _key("ui.tls.enable", False, bool, "The UI serves HTTPS only.")
+UI_TLS_CERTFILE = _key("ui.tls.certfile", None, str, "The UI's TLS certificate (default storm.tls.certfile).")
+UI_TLS_KEYFILE = _key("ui.tls.keyfile", None, str, "The UI's TLS key (default storm.tls.keyfile).")
+UI_TLS_CAFILE = _key("ui.tls.cafile", None, str, "CA of the UI's client certificates (default storm.tls.cafile).")
+UI_TLS_CLIENT_AUTH = _key("ui.tls.client.auth", "none", str, "``required``: a browser or HTTP client must show a certificate from the CA (mutual TLS); ``optional``: a certificate shown must be from the CA (browsers without one log in).")
+LOGVIEWER_TLS_ENABLE = _key("logviewer.tls.enable", False, bool, "The log viewer serves HTTPS only (and `stormpy logs` reads it over HTTPS).")
+LOGVIEWER_TLS_CERTFILE = _key("logviewer.tls.certfile", None, str, "The log viewer's TLS certificate (default storm.tls.certfile).")
+LOGVIEWER_TLS_KEYFILE = _key("logviewer.tls.keyfile", None, str, "The log viewer's TLS key (default storm.tls.keyfile).")
+LOGVIEWER_TLS_CAFILE = _key("logviewer.tls.cafile", None, str, "CA of the log viewer's client certificates (default storm.tls.cafile).")
+LOGVIEWER_TLS_CLIENT_AUTH = _key("logviewer.tls.client.auth", "none", str, "``required`` / ``optional`` / ``none``, as ui.tls.client.auth.")
+STORM_ZOOKEEPER_SSL_ENABLE = _key("storm.zookeeper.ssl.enable", False, bool, "ZooKeeper over TLS on storm.zookeeper.port (the server's secureClientPort), with storm.tls.certfile/keyfile/cafile; `stormpy dev-zookeeper` then serves only TLS and requires client certificates.")
+# Authorization (Storm's SimpleACLAuthorizer keys), enforced when principals are known
+# (nimbus.thrift.tls.client.auth: required).
+NIMBUS_ADMINS = _key("nimbus.admins", None, list, "Principals (certificate CNs) that may do everything, on every topology.")
+NIMBUS_USERS = _key("nimbus.users", None, list, "When set, only these principals (and admins) may use Nimbus at all; unset: any principal may submit and act on its own topologies.")
+NIMBUS_GROUPS = _key("nimbus.groups", None, list, "Like nimbus.users, for groups (storm.group.mapping.file or the certificate's OU).")
+NIMBUS_SUPERVISOR_USERS = _key("nimbus.supervisor.users", None, list, "Principals of the daemons (supervisors, Nimbus peers, the UI): may download topology code and read every topology, not kill or submit.")
+TOPOLOGY_USERS = _key("topology.users", None, list, "Principals besides the submitter (and admins) that may see and operate this topology.")
+TOPOLOGY_GROUPS = _key("topology.groups", None, list, "Groups whose members may see and operate this topology.")
+STORM_GROUP_MAPPING_FILE = _key("storm.group.mapping.file", None, str, "YAML file mapping each group to its list of principals (``ops: [alice, bob]``).")
+
 #: Values never shown by getNimbusConf/getTopologyConf or the UI.
 SECRET_KEYS = frozenset({STORM_ZOOKEEPER_AUTH_PAYLOAD.name})
 #: Key names that look like credentials (any key, at any depth, containing one of these words).

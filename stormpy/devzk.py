@@ -26,7 +26,10 @@ def run_dev_zookeeper(conf: cfg.Config) -> int:
     with DaemonLock(conf[cfg.DEV_ZOOKEEPER_PATH], "dev-zookeeper", key="dev.zookeeper.path"):
         if port_open("127.0.0.1", port):
             raise UserError(f"port {port} is already in use (another ZooKeeper?); set storm.zookeeper.port")
-        server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0")
+        from stormpy.tls import zookeeper_server_files, zookeeper_ssl_enabled
+
+        tls = zookeeper_server_files(conf) if zookeeper_ssl_enabled(conf) else None   # TLS only, client certs needed
+        server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0", tls=tls)
         with StopOnSignals(who="dev-zookeeper") as signals:
             return _serve(server, port, signals)
 
@@ -40,8 +43,8 @@ def _serve(server: ZooKeeperServer, port: int, signals: StopOnSignals) -> int:
             if len(lines) > 1:  # the server's own output: worth seeing, but not as the error line
                 log.error("ZooKeeper output:\n%s", "\n".join(lines[1:]))
             raise UserError(lines[0] if lines else "ZooKeeper did not start") from None
-        log.info("dev ZooKeeper running on port %d (data in %s, log %s); Ctrl-C to stop",
-                 port, server.data_dir, server.log_path)
+        log.info("dev ZooKeeper running on port %d%s (data in %s, log %s); Ctrl-C to stop",
+                 port, " (TLS only)" if server.tls else "", server.data_dir, server.log_path)
         if not signals.wait(alive=server.is_alive):
             log.error("ZooKeeper exited unexpectedly (code %s):\n%s", server.proc and server.proc.returncode,
                       server.tail())

@@ -22,7 +22,7 @@ from stormpy.thrift import storm
 log = logging.getLogger(__name__)
 
 _THRIFT_ERRORS = (storm.NotAliveException, storm.AlreadyAliveException, storm.InvalidTopologyException,
-                  storm.IllegalStateException)
+                  storm.IllegalStateException, storm.AuthorizationException)
 
 
 @contextlib.contextmanager

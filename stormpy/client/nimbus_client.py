@@ -4,13 +4,15 @@
 ``nimbus.thrift.port``, asks it who leads (``getLeader``) and yields a ``storm.Nimbus`` client
 connected to the leader (several Nimbus daemons: DESIGN section 14); when none answers, or none
 knows a leader, it raises a one-line ``UserError`` so every CLI command fails clearly. Used by the CLI, the supervisor (code downloads) and the UI, each from its own
-thread: a client is a single TCP connection and must not be shared between threads.
+thread: a client is a single TCP connection and must not be shared between threads. With
+``nimbus.thrift.tls.enable`` every connection is TLS (``open_client``, ``client_tls``).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -20,10 +22,10 @@ from thriftpy2.thrift import TApplicationException, TClient
 from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
 
 from stormpy.auth import AuthError, client_handshake, read_secret
-
 from stormpy.config import NIMBUS_HOST, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT
 from stormpy.errors import UserError
 from stormpy.thrift import storm
+from stormpy.tls import describe_error
 
 log = logging.getLogger(__name__)
 
@@ -49,24 +51,37 @@ def nimbus_addresses(conf: Mapping[str, Any]) -> list[tuple[str, int]]:
 
 
 def open_client(host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS,
-                secret: bytes | None = None) -> Any:
+                secret: bytes | None = None, tls: ssl.SSLContext | None = None) -> Any:
     """A connected ``storm.Nimbus`` client to host:port (framed binary); raises TTransportException.
 
-    With ``secret`` (``stormpy.auth.read_secret(conf)``) the shared-secret handshake runs on
-    the socket before the Thrift transport is layered on it; AuthError when it fails.
+    The one place a Thrift transport to Nimbus is built. With ``tls``
+    (``stormpy.tls.client_context(conf)``, when ``nimbus.thrift.tls.enable``) the socket is
+    wrapped in TLS first (server certificate and host name checked; an ``ssl.SSLError`` when
+    the handshake fails). With ``secret`` (``stormpy.auth.read_secret(conf)``) the
+    shared-secret handshake then runs on it; AuthError when it fails. The framed transport is
+    layered on the result.
     """
-    if secret is None:
+    if secret is None and tls is None:
         return make_client(storm.Nimbus, host, port, proto_factory=TBinaryProtocolFactory(),
                            trans_factory=TFramedTransportFactory(), timeout=int(timeout_secs * 1000))
-    sock = TSocket(host, port, socket_timeout=int(timeout_secs * 1000), connect_timeout=int(timeout_secs * 1000))
-    sock.open()
+    raw = socket.create_connection((host, port), timeout=timeout_secs)
     try:
-        client_handshake(sock.sock, secret)
+        conn = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
+        if secret is not None:
+            client_handshake(conn, secret)
     except BaseException:
-        sock.close()
+        raw.close()
         raise
+    sock = TSocket(sock=conn, socket_timeout=int(timeout_secs * 1000))
     transport = TFramedTransportFactory().get_transport(sock)   # the socket is open: no open() again
     return TClient(storm.Nimbus, TBinaryProtocolFactory().get_protocol(transport))
+
+
+def client_tls(conf: Mapping[str, Any]) -> ssl.SSLContext | None:
+    """The TLS context of a Nimbus client when ``nimbus.thrift.tls.enable``, else None."""
+    from stormpy import tls
+
+    return tls.client_context(conf) if tls.enabled(conf, "nimbus.thrift") else None
 
 
 @contextlib.contextmanager
@@ -80,7 +95,7 @@ def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS)
     client = find_leader(conf, timeout_secs)
     try:
         yield client
-    except (TTransportException, socket.timeout, ConnectionError) as exc:
+    except (TTransportException, socket.timeout, ConnectionError, ssl.SSLError) as exc:
         raise UserError(f"lost the connection to Nimbus: {_reason(exc)}") from None
     finally:
         with contextlib.suppress(Exception):
@@ -94,11 +109,17 @@ def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_S
     none knows a reachable leader (Storm's NimbusLeaderNotFoundException)."""
     addresses = nimbus_addresses(conf)
     secret = read_secret(conf)
+    tls = client_tls(conf)
     reasons: list[str] = []
-    reached = False
+    reached = tls_failed = False
     for host, port in addresses:
         try:
-            client = open_client(host, port, timeout_secs, secret)
+            client = open_client(host, port, timeout_secs, secret, tls)
+        except ssl.SSLError as exc:
+            reasons.append(f"{host}:{port} (TLS failed: {describe_error(exc)})")
+            log.debug("TLS to Nimbus at %s:%d failed: %s", host, port, exc)
+            tls_failed = True
+            continue
         except AuthError as exc:
             reasons.append(f"{host}:{port} (authentication failed: {exc}; is storm.thrift.auth.secret.file "
                            "the same on Nimbus?)")
@@ -123,9 +144,13 @@ def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_S
             return client
         _close(client)
         try:
-            return open_client(leader.host, int(leader.port), timeout_secs, secret)
+            return open_client(leader.host, int(leader.port), timeout_secs, secret, tls)
+        except ssl.SSLError as exc:
+            reasons.append(f"{host}:{port} (its leader {leader.host}:{leader.port}: TLS failed: {describe_error(exc)})")
         except (AuthError, TTransportException, OSError) as exc:
             reasons.append(f"{host}:{port} (its leader {leader.host}:{leader.port}: {_reason(exc)})")
+    if not reached and tls_failed:
+        raise UserError(f"TLS to Nimbus failed at {', '.join(reasons)}")
     if not reached:
         raise UserError(f"cannot reach Nimbus at {', '.join(reasons)}; is `stormpy nimbus` running? "
                         f"(check nimbus.seeds and nimbus.thrift.port)")
@@ -139,6 +164,8 @@ def _close(client: Any) -> None:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed: {describe_error(exc)}"
     text = str(getattr(exc, "message", "") or exc)
     if "Connection refused" in text or isinstance(exc, ConnectionRefusedError):
         return "connection refused"

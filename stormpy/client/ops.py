@@ -80,6 +80,7 @@ class WorkerLog:
     viewer: int | None = None
     position: int = 0
     secret: bytes | None = field(default=None, repr=False)   # signs requests to log viewers behind a login
+    tls: Any = field(default=None, repr=False)               # ssl context when logviewer.tls.enable
 
     @property
     def label(self) -> str:
@@ -87,7 +88,7 @@ class WorkerLog:
 
 
 def fetch(host: str, viewer_port: int, file: str, start: int | None, length: int,
-          secret: bytes | None = None) -> tuple[int, int, bytes] | None:
+          secret: bytes | None = None, tls: Any = None) -> tuple[int, int, bytes] | None:
     """(start, size, data) from a log viewer, or None when it has no such file (404)."""
     query = {"file": file, "length": str(length)}
     if start is not None:
@@ -96,9 +97,10 @@ def fetch(host: str, viewer_port: int, file: str, start: int | None, length: int
     headers = {}
     if secret is not None:     # a log viewer behind the UI's login lets the secret's holders in
         headers[LOG_SIGNATURE_HEADER] = sign_log_request(secret, target)
-    request = urllib.request.Request(f"http://{host}:{viewer_port}{target}", headers=headers)
+    scheme = "https" if tls is not None else "http"     # tls: client context when logviewer.tls.enable
+    request = urllib.request.Request(f"{scheme}://{host}:{viewer_port}{target}", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECS) as resp:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_SECS, context=tls) as resp:
             return int(resp.headers["X-Log-Start"]), int(resp.headers["X-Log-Size"]), resp.read()
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -125,7 +127,11 @@ def worker_logs(conf: Mapping[str, Any], name: str, component: str | None) -> tu
         if sup.logviewer_port:
             viewers.setdefault(sup.host, []).append(int(sup.logviewer_port))
     secret = read_secret(conf)
-    return info.id, [WorkerLog(host, port, f"{info.id}/{port}/worker.log", viewers.get(host, []), secret=secret)
+    from stormpy import tls
+
+    context = tls.client_context(conf) if tls.enabled(conf, "logviewer") else None
+    return info.id, [WorkerLog(host, port, f"{info.id}/{port}/worker.log", viewers.get(host, []), secret=secret,
+                               tls=context)
                      for host, port in slots]
 
 
@@ -134,7 +140,7 @@ def tail(worker: WorkerLog, lines: int) -> list[str] | None:
     length = max(4096, lines * 200)
     for viewer in ([worker.viewer] if worker.viewer else worker.viewers):
         while True:
-            got = fetch(worker.host, viewer, worker.file, None, length, worker.secret)
+            got = fetch(worker.host, viewer, worker.file, None, length, worker.secret, worker.tls)
             if got is None:
                 break
             start, size, data = got
@@ -183,7 +189,8 @@ def _follow(workers: list[WorkerLog]) -> None:
     with StopOnSignals(who="stormpy logs", announce=lambda message: None) as signals:
         while not signals.stop.is_set():
             for worker in workers:
-                got = fetch(worker.host, worker.viewer or 0, worker.file, worker.position, MAX_TAIL_BYTES, worker.secret)
+                got = fetch(worker.host, worker.viewer or 0, worker.file, worker.position, MAX_TAIL_BYTES, worker.secret,
+                            worker.tls)
                 if got is None:
                     continue
                 start, size, data = got

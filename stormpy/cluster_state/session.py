@@ -115,10 +115,13 @@ class ZkSession:
         from stormpy.auth import zookeeper_acl
 
         self._auth_data, self._default_acl = zookeeper_acl(conf)
+        from stormpy.tls import zookeeper_client_kwargs
+
+        self._tls = zookeeper_client_kwargs(conf)     # storm.zookeeper.ssl.enable: kazoo over TLS
         self.zk = KazooClient(
             hosts=self.hosts + self.root, timeout=self._session_timeout_s,
             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2.0},
-            command_retry=self._command_retry, auth_data=self._auth_data, default_acl=self._default_acl)
+            command_retry=self._command_retry, auth_data=self._auth_data, default_acl=self._default_acl, **self._tls)
         self._lock = threading.Lock()
         self._ephemerals: dict[str, bytes] = {}
         self._events: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
@@ -168,7 +171,7 @@ class ZkSession:
         if not self.root:
             return
         boot = KazooClient(hosts=self.hosts, timeout=self._session_timeout_s, command_retry=self._command_retry,
-                           auth_data=self._auth_data, default_acl=self._default_acl)
+                           auth_data=self._auth_data, default_acl=self._default_acl, **self._tls)
         try:
             boot.start(timeout=self._connect_timeout_s)
         except KazooTimeoutError:
@@ -216,7 +219,7 @@ class ZkSession:
         trick); this client then sees LOST and reconnects with a new session."""
         session_id, password = self.zk.client_id
         twin = KazooClient(hosts=self.hosts, client_id=(session_id, password), timeout=self._session_timeout_s,
-                           auth_data=self._auth_data)
+                           auth_data=self._auth_data, **self._tls)
         twin.start(timeout=timeout)
         twin.stop()
         twin.close()

@@ -62,7 +62,9 @@ class NimbusDaemon:
         files.cleanup_temporaries()
         self.timer = EventTimer().start()
         self.nimbus = Nimbus(self.conf, self.state, files, self.timer.schedule)
-        replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf))
+        from stormpy.client.nimbus_client import client_tls
+
+        replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf), client_tls(self.conf))
         self.elector = LeaderElector(self.state, replicator, self.host_port, self.conf[cfg.NIMBUS_CODE_SYNC_FREQ_SECS],
                                      self._on_leader, self._on_standby, self.stop_event)
         # Lead at once when the lock is free (the usual single-Nimbus start): recovery then ends
@@ -71,12 +73,18 @@ class NimbusDaemon:
             self.elector.step(acquire_timeout=0)
         except Exception as exc:  # noqa: BLE001 - the leader unreachable for a sync: the HA thread retries
             log.warning("first leadership round failed (the HA thread retries): %s", exc)
-        self.server = ThriftServer(NimbusHandler(self.nimbus, self.host_port), cfg.local_bind_host(self.conf), self.port,
+        from stormpy import tls
+        from stormpy.nimbus.authz import Policy
+
+        policy = Policy(self.conf, enforce=tls.client_auth_required(self.conf, "nimbus.thrift"))
+        server_tls = tls.server_context(self.conf, "nimbus.thrift") if tls.enabled(self.conf, "nimbus.thrift") else None
+        self.server = ThriftServer(NimbusHandler(self.nimbus, self.host_port, policy), cfg.local_bind_host(self.conf),
+                                   self.port,
                                    self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFER_SIZE],
                                    idle_timeout_secs=self.conf[cfg.NIMBUS_THRIFT_IDLE_TIMEOUT_SECS],
                                    max_connections=self.conf[cfg.NIMBUS_THRIFT_MAX_CONNECTIONS],
                                    max_buffered_bytes=self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFERED_BYTES],
-                                   secret=read_secret(self.conf))
+                                   secret=read_secret(self.conf), tls=server_tls)
         try:
             self.server.start()
         except OSError as exc:

@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from stormpy.client.nimbus_client import open_client
 from stormpy.cluster_state import ClusterState
@@ -39,11 +40,13 @@ def split_host_port(host_port: str) -> tuple[str, int]:
 class CodeReplicator:
     """Copies the code of active topologies from the leader into this Nimbus's stormdist."""
 
-    def __init__(self, state: ClusterState, files: NimbusFiles, host_port: str, secret: bytes | None = None) -> None:
+    def __init__(self, state: ClusterState, files: NimbusFiles, host_port: str, secret: bytes | None = None,
+                 tls: Any = None) -> None:
         self.state = state
         self.files = files
         self.host_port = host_port
         self.secret = secret   # storm.thrift.auth.secret.file: the leader refuses downloads without it
+        self.tls = tls         # nimbus.thrift.tls.enable: the client TLS context (stormpy.tls.client_context)
 
     def missing_code(self) -> list[str]:
         """Active topologies (with a StormBase) whose code this Nimbus does not hold."""
@@ -66,7 +69,7 @@ class CodeReplicator:
             return []
         host, port = split_host_port(leader)
         fetched = []
-        client = open_client(host, port, DOWNLOAD_TIMEOUT_SECS, self.secret)
+        client = open_client(host, port, DOWNLOAD_TIMEOUT_SECS, self.secret, self.tls)
         try:
             for topology_id in missing:
                 self._fetch(client, topology_id)

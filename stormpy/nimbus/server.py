@@ -20,6 +20,10 @@ binary Thrift, like Storm's clients expect, but does not trust its peers:
 With ``storm.thrift.auth.secret.file`` set, a connection must pass the shared-secret
 handshake (``stormpy.auth``) before its first frame; a plain Thrift client gets one
 TApplicationException saying so, and a warning names it in the log.
+With ``nimbus.thrift.tls.enable`` every connection is TLS (``stormpy.tls``; the shared-secret
+handshake, when also set, runs inside it): a plaintext client or one whose certificate is not
+from the CA fails the TLS handshake and is logged. With client certificates required the
+certificate's CN is the caller's principal, and ``authz.AuthorizingHandler`` checks each call.
 Threads: one accept thread ("nimbus-thrift"), one thread per connection.
 """
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -40,6 +45,7 @@ from thriftpy2.transport import TMemoryBuffer, TTransportException
 from stormpy import auth
 from stormpy import config as cfg
 
+from stormpy.nimbus import authz
 from stormpy.nimbus import transitions as tr
 from stormpy.nimbus.core import Nimbus, not_alive
 from stormpy.thrift import storm
@@ -77,10 +83,23 @@ class ByteBudget:
 class NimbusHandler:
     """Implements ``service Nimbus``; called on connection threads."""
 
-    def __init__(self, nimbus: Nimbus, host_port: str) -> None:
+    def __init__(self, nimbus: Nimbus, host_port: str, policy: authz.Policy | None = None) -> None:
         self.nimbus = nimbus
         self.files = nimbus.files
         self.host_port = host_port
+        self.policy = policy or authz.Policy(nimbus.conf, enforce=False)
+
+    def topology_acl(self, id_or_name: str) -> authz.TopologyAcl | None:
+        """Owner and topology.users/groups of a living topology (None when there is none)."""
+        topology_id = self.nimbus.find_id(id_or_name)
+        base = self.nimbus.state.storm_base(topology_id) if topology_id is not None else None
+        if base is None:
+            return None
+        try:
+            conf = self.nimbus.topology_code(topology_id)[1]
+        except Exception:  # noqa: BLE001 - code gone (being removed): only the owner and admins
+            conf = {}
+        return authz.TopologyAcl.from_conf(str(base.owner or ""), conf)
 
     # ------------------------------------------------------------ leadership (DESIGN section 14)
     def _leader_only(self, call: str) -> None:
@@ -155,13 +174,19 @@ class NimbusHandler:
         if conf is None:
             raise not_alive(id)
         conf = self._with_rebalanced_workers(topology_id, conf)
-        return conf if self._caller_is_admin() else _redacted_json(conf)
+        return conf if self._caller_sees_credentials(topology_id) else _redacted_json(conf)
 
-    def _caller_is_admin(self) -> bool:
-        """Stormpy has one identity (DESIGN 13): whoever holds the shared secret. With
-        storm.thrift.auth.secret.file set, this Nimbus's ThriftServer only serves connections
-        that proved they hold it; without it every caller is anonymous (not the admin), and
-        credential-looking values (``config.redacted``) are replaced in what it reads."""
+    def _caller_sees_credentials(self, topology_id: str) -> bool:
+        """With client certificates (``authz.Policy.enforce``): admins, daemons and the
+        topology's owner. Otherwise stormpy has one identity (DESIGN 13): whoever holds the
+        shared secret. With storm.thrift.auth.secret.file set, this Nimbus's ThriftServer only
+        serves connections that proved they hold it; without it every caller is anonymous (not
+        the admin), and credential-looking values (``config.redacted``) are replaced."""
+        if self.policy.enforce:
+            caller = authz.current_caller()
+            acl = self.topology_acl(topology_id)
+            return self.policy.may_read_all(caller) or (
+                caller is not None and acl is not None and caller.principal == acl.owner)
         return bool(self.nimbus.conf.get(cfg.STORM_THRIFT_AUTH_SECRET_FILE.name))
 
     def _with_rebalanced_workers(self, topology_id: str, conf_json: str) -> str:
@@ -425,9 +450,14 @@ class ThriftServer:
 
     def __init__(self, handler: Any, host: str, port: int, max_frame_bytes: int,
                  idle_timeout_secs: float = IDLE_TIMEOUT_SECS, max_connections: int = MAX_CONNECTIONS,
-                 max_buffered_bytes: int = MAX_BUFFERED_BYTES, secret: bytes | None = None) -> None:
+                 max_buffered_bytes: int = MAX_BUFFERED_BYTES, secret: bytes | None = None,
+                 tls: ssl.SSLContext | None = None) -> None:
+        policy = getattr(handler, "policy", None)
+        if policy is not None and policy.enforce:
+            handler = authz.AuthorizingHandler(handler, policy, handler.topology_acl)
         self.processor = SafeProcessor(storm.Nimbus, handler)
         self.secret = secret       # shared secret: the auth handshake is required when set
+        self.tls = tls             # server TLS context: every connection is TLS when set
         self.host, self.port = host, port
         self.max_frame_bytes = max_frame_bytes
         self.idle_timeout_secs = max(0.1, float(idle_timeout_secs))
@@ -541,8 +571,27 @@ class ThriftServer:
         data = out.getvalue()
         trans.sock.sendall(struct.pack("!i", len(data)) + data)
 
-    def _serve(self, trans: BoundedFramedTransport, peer: Any) -> None:
+    def _start_tls(self, trans: BoundedFramedTransport, peer: Any) -> bool:
+        """The TLS handshake (on the connection's thread, bounded); the caller's principal from
+        its certificate. A plaintext client, a foreign CA or an expired certificate fails here."""
+        assert self.tls is not None
+        raw = trans.sock
+        raw.settimeout(min(self.idle_timeout_secs, auth.HANDSHAKE_TIMEOUT_SECS))
         try:
+            conn = self.tls.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            log.warning("refused a Thrift connection from %s: TLS handshake failed: %s", peer, exc)
+            return False
+        trans.sock = conn
+        principal, groups = tls_principal(conn)
+        authz.set_caller(authz.Caller(principal, groups))
+        return True
+
+    def _serve(self, trans: BoundedFramedTransport, peer: Any) -> None:
+        authz.set_caller(None)
+        try:
+            if self.tls is not None and not self._start_tls(trans, peer):
+                return
             if self.secret is not None and not self._authenticate(trans, peer):
                 return
             proto = TBinaryProtocol(trans, strict_read=True, decode_response=True)
@@ -550,6 +599,8 @@ class ThriftServer:
                 self.processor.process(proto, proto)
         except FrameTooLarge as exc:
             log.warning("closing connection from %s: %s", peer, exc.message)
+        except ssl.SSLError as exc:   # after the handshake: a record that fails its MAC was altered on the way
+            log.warning("closing TLS connection from %s: %s (altered or truncated on the way?)", peer, exc)
         except (TTransportException, OSError) as exc:
             log.debug("connection from %s closed: %s", peer, exc)
         except Exception as exc:  # garbage on the wire: drop this peer only
@@ -559,6 +610,12 @@ class ThriftServer:
             trans.close()
             with self._conns_lock:
                 self._conns.pop(id(trans), None)
+
+
+def tls_principal(conn: ssl.SSLSocket) -> tuple[str | None, tuple[str, ...]]:
+    from stormpy.tls import peer_principal
+
+    return peer_principal(conn)
 
 
 def _redacted_json(conf_json: str) -> str:

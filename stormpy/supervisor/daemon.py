@@ -149,11 +149,36 @@ class Supervisor:
         port = self.conf[C.LOGVIEWER_PORT]
         if port is None or port < 0:
             return
-        access = LogAccess.from_conf(self.conf)      # login on without a way in: refuse to start
+        access = LogAccess.from_conf(self.conf, self._topology_acl)   # login on without a way in: refuse to start
+        from stormpy.tls import https_context
+
         try:
-            self.logviewer = LogViewer(self.conf[C.STORM_LOG_DIR], port, access=access).start()
+            self.logviewer = LogViewer(self.conf[C.STORM_LOG_DIR], port, access=access,
+                                       tls_context=https_context(self.conf, "logviewer")).start()
         except OSError as exc:
             log.warning("log viewer not started on port %d (logviewer.port): %s", port, exc.strerror or exc)
+
+    def _topology_acl(self, topology_id: str) -> Any:
+        """Owner (from ZooKeeper) and topology.users/groups (from the downloaded conf) of a
+        topology, for the log viewer's per-user rule; None when it is not known here."""
+        import json
+
+        from stormpy.disk_layout import stormdist_dir
+        from stormpy.nimbus.authz import TopologyAcl
+
+        if not topology_id or "/" in topology_id or topology_id.startswith("."):
+            return None
+        try:
+            base = self.state.storm_base(topology_id) if self.state is not None else None
+        except Exception:  # noqa: BLE001 - ZooKeeper away: refuse, do not guess
+            return None
+        if base is None:
+            return None
+        try:
+            conf = json.loads((stormdist_dir(self.conf[C.STORM_LOCAL_DIR], topology_id) / "stormconf.json").read_text())
+        except (OSError, ValueError):
+            conf = {}
+        return TopologyAcl.from_conf(str(base.owner or ""), conf if isinstance(conf, dict) else {})
 
     def _log_cleaner_loop(self) -> None:
         cleaner = LogCleaner(self.conf[C.STORM_LOG_DIR], self.conf[C.LOGVIEWER_CLEANUP_AGE_MINS] * 60.0,

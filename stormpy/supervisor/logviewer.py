@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import shutil
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -45,6 +46,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import stormpy
 from stormpy import auth
+from stormpy.tls import TLSServerMixin
 
 log = logging.getLogger(__name__)
 
@@ -61,31 +63,62 @@ class LogError(Exception):
 
 @dataclass(frozen=True)
 class LogAccess:
-    """Who may read logs: everyone (``required`` False), else a ``logins`` user or a request
-    signed with ``secret``."""
+    """Who may read logs: everyone (``required`` False), else a ``logins`` user, a request
+    signed with ``secret``, or a client certificate from the cluster's CA. With ``policy``
+    (Nimbus's principals, ``authz.Policy``) a user or certificate reads only the logs of
+    topologies it may operate (``acl_of(topology_id)``), as ``getTopologyConf``; the file list
+    only admins and daemons."""
 
     required: bool = False
     logins: auth.HttpLogins | None = None
     secret: bytes | None = None
+    policy: Any = None
+    acl_of: Callable[[str], Any] | None = None
 
     @classmethod
-    def from_conf(cls, conf: Mapping[str, Any]) -> "LogAccess":
+    def from_conf(cls, conf: Mapping[str, Any], acl_of: Callable[[str], Any] | None = None) -> "LogAccess":
         """The UI's rule (``auth.http_login_required``); a UserError when login is on but nobody
-        could ever log in (no ``ui.users.file`` and no shared secret)."""
-        if not auth.http_login_required(conf):
+        could ever log in (no ``ui.users.file``, no shared secret, no client certificates)."""
+        from stormpy import tls
+        from stormpy.nimbus.authz import Policy
+
+        certs = tls.enabled(conf, "logviewer") and tls.client_auth(conf, "logviewer") != "none"
+        policy = Policy(conf, enforce=True) if tls.client_auth_required(conf, "nimbus.thrift") else None
+        if not auth.http_login_required(conf) and policy is None:
             return cls()
-        access = cls(True, auth.HttpLogins.from_conf(conf, "log viewer", required=False), auth.read_secret(conf))
-        if access.logins is None and access.secret is None:
+        access = cls(True, auth.HttpLogins.from_conf(conf, "log viewer", required=False), auth.read_secret(conf),
+                     policy, acl_of)
+        if access.logins is None and access.secret is None and not certs:
             auth.HttpLogins.from_conf(conf, "log viewer")     # raises the UI's one-line error
         return access
 
-    def allows(self, target: str, headers: Mapping[str, str]) -> bool:
+    def allows(self, target: str, headers: Mapping[str, str], principal: str | None = None) -> bool:
         if not self.required:
             return True
-        if self.logins is not None and self.logins.user(headers.get("Authorization")) is not None:
-            return True
         signature = headers.get(auth.LOG_SIGNATURE_HEADER)
-        return bool(self.secret is not None and signature and auth.check_log_signature(self.secret, target, signature))
+        if self.secret is not None and signature and auth.check_log_signature(self.secret, target, signature):
+            return True
+        user = self.logins.user(headers.get("Authorization")) if self.logins is not None else None
+        who = user or principal
+        if who is None:
+            return False
+        return self.policy is None or self._topology_allowed(target, who)
+
+    def _topology_allowed(self, target: str, who: str) -> bool:
+        from stormpy.nimbus.authz import Caller
+
+        caller = Caller(who)
+        if self.policy.may_read_all(caller):
+            return True
+        url = urlsplit(target)
+        file = (parse_qs(url.query).get("file") or [""])[-1]
+        topology_id = file.strip("/").split("/")[0]
+        acl = self.acl_of(topology_id) if self.acl_of is not None and topology_id else None
+        allowed = acl is not None and self.policy.may_operate(caller, acl)
+        if not allowed:
+            log.warning("log viewer: refused %s to %r: not the owner of the topology, not in topology.users, "
+                        "not an admin", url.path, who)
+        return allowed
 
 
 def artifacts_root(log_dir: str | os.PathLike[str]) -> Path:
@@ -125,11 +158,19 @@ class _Handler(BaseHTTPRequestHandler):
     server: "LogViewerServer"
     server_version = f"stormpy-logviewer/{stormpy.__version__}"
 
+    def _principal(self) -> str | None:
+        """The CN of a client certificate the TLS handshake verified (logviewer.tls.client.auth)."""
+        if isinstance(self.connection, ssl.SSLSocket):
+            from stormpy.tls import peer_principal
+
+            return peer_principal(self.connection)[0]
+        return None
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         try:
-            if not self.server.access.allows(self.path, self.headers):
+            if not self.server.access.allows(self.path, self.headers, self._principal()):
                 log.warning("log viewer: refused a request from %s without a valid login", self.client_address[0])
                 self._send(401, TEXT_TYPE, b"this needs a login (ui.users.file), like the UI\n",
                            {"WWW-Authenticate": 'Basic realm="stormpy", charset="UTF-8"'})
@@ -174,7 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("log viewer %s %s", self.address_string(), format % args)
 
 
-class LogViewerServer(ThreadingHTTPServer):
+class LogViewerServer(TLSServerMixin, ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
@@ -188,9 +229,10 @@ class LogViewer:
     """The HTTP server on its own thread; ``port`` is the bound port (useful when configured 0)."""
 
     def __init__(self, log_dir: str | os.PathLike[str], port: int, host: str = "0.0.0.0",
-                 access: LogAccess | None = None) -> None:
+                 access: LogAccess | None = None, tls_context: Any = None) -> None:
         self.root = artifacts_root(log_dir)
         self.server = LogViewerServer((host, port), self.root, access)      # binds now: errors surface here
+        self.server.tls_context = tls_context     # logviewer.tls.enable: HTTPS only
         self.port = int(self.server.server_address[1])
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.5},
                                         name="supervisor-logviewer", daemon=True)

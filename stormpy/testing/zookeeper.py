@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 from pathlib import Path
@@ -67,10 +68,13 @@ def java_executable() -> str:
     return found
 
 
-def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 1.0) -> str:
-    """Send a ZooKeeper four-letter command and return the reply ('' when unreachable)."""
+def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 1.0,
+                     tls: ssl.SSLContext | None = None) -> str:
+    """Send a ZooKeeper four-letter command and return the reply ('' when unreachable); over
+    TLS with ``tls`` (a TLS-only server, ``storm.zookeeper.ssl.enable``)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
+        with socket.create_connection((host, port), timeout=timeout) as raw, \
+                (tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw) as sock:
             sock.sendall(word.encode())
             chunks = []
             while True:
@@ -92,7 +96,11 @@ class ZooKeeperServer:
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], port: int | None = None, *, host: str = "127.0.0.1",
-                 tick_time_ms: int = 2000, log_level: str = "WARN", heap_mb: int = 256) -> None:
+                 tick_time_ms: int = 2000, log_level: str = "WARN", heap_mb: int = 256,
+                 tls: tuple[str, str, str] | None = None) -> None:
+        """``tls``: (certfile, keyfile, cafile) PEMs: serve only TLS on ``port`` (ZooKeeper's
+        secureClientPort, Netty), clients need a certificate from the CA; no plaintext port."""
+        self.tls = tls
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_port(host)
         self.host = host
@@ -119,8 +127,8 @@ class ZooKeeperServer:
         cfg.write_text("\n".join([
             f"tickTime={self.tick_time_ms}",
             f"dataDir={self.data_dir / 'data'}",
-            f"clientPort={self.port}",
-            f"clientPortAddress={self.host}" if self.host not in ("0.0.0.0", "") else "",
+            *self._port_lines(),
+            f"{'secureC' if self.tls else 'c'}lientPortAddress={self.host}" if self.host not in ("0.0.0.0", "") else "",
             "maxClientCnxns=0",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr,stat,mntr",
@@ -131,6 +139,30 @@ class ZooKeeperServer:
         (self.data_dir / "log4j2.properties").write_text(
             _LOG4J2.format(log_file=self.log_path, level=self.log_level))
         return cfg
+
+    def _port_lines(self) -> list[str]:
+        if self.tls is None:
+            return [f"clientPort={self.port}"]
+        certfile, keyfile, cafile = self.tls
+        keystore = self.data_dir / "keystore.pem"      # ZooKeeper's PEM keystore: key then certificate
+        fd = os.open(keystore, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(Path(keyfile).read_bytes() + b"\n" + Path(certfile).read_bytes())
+        return [f"secureClientPort={self.port}",
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                f"ssl.keyStore.location={keystore}", "ssl.keyStore.type=PEM",
+                f"ssl.trustStore.location={cafile}", "ssl.trustStore.type=PEM",
+                "ssl.clientAuth=need", "ssl.protocol=TLSv1.3", "ssl.enabledProtocols=TLSv1.3,TLSv1.2"]
+
+    def probe_context(self) -> ssl.SSLContext | None:
+        """A client TLS context for the readiness probe (None for a plaintext server)."""
+        if self.tls is None:
+            return None
+        certfile, keyfile, cafile = self.tls
+        ctx = ssl.create_default_context(cafile=cafile)
+        ctx.check_hostname = False       # the probe dials host, which may be 0.0.0.0
+        ctx.load_cert_chain(certfile, keyfile)
+        return ctx
 
     def command(self) -> list[str]:
         """The java command line (classpath = every jar of the pyspark wheel)."""
@@ -161,7 +193,7 @@ class ZooKeeperServer:
             if self.proc.poll() is not None:
                 raise ZooKeeperUnavailable(
                     f"ZooKeeper exited with code {self.proc.returncode} on start:\n{self.tail()}")
-            if four_letter_word(self.host, self.port, "ruok") == "imok":
+            if four_letter_word(self.host, self.port, "ruok", tls=self.probe_context()) == "imok":
                 return self
             time.sleep(0.2)
         self.stop(reason="did not become ready")

@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -31,6 +32,9 @@ from thriftpy2.transport import TTransportException
 
 import stormpy
 from stormpy.auth import HttpLogins
+from stormpy import tls
+from stormpy.nimbus import authz
+from stormpy.tls import TLSServerMixin, https_context, peer_principal
 from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT,
                             UI_TIMESERIES_SAMPLE_SECS, Config, redacted)
 from stormpy.daemon_guard import local_dir_lock
@@ -44,6 +48,9 @@ from stormpy.ui.history import History, Sampler
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+#: Attribute of a request's headers object (not a header: a client cannot set it) carrying the
+#: CN of the TLS client certificate the handshake verified.
+TLS_PRINCIPAL_ATTR = "stormpy_tls_principal"
 NIMBUS_TIMEOUT_SECS = 20.0
 Connect = Callable[[Config], AbstractContextManager[Any]]
 JSON_TYPE = "application/json; charset=utf-8"
@@ -107,6 +114,14 @@ class UIApp:
         # Login is on with ui.auth.enable or with Thrift authentication (else the UI would let
         # anyone do over HTTP what Nimbus refuses them); on without ui.users.file: UserError.
         self._logins = HttpLogins.from_conf(conf, "UI")
+        # With principals (mutual TLS to Nimbus) the UI holds an admin certificate and checks
+        # each logged-in user itself, with Nimbus's rules (a UI login is a principal).
+        self._policy = authz.Policy(conf, enforce=tls.client_auth_required(conf, "nimbus.thrift"))
+        certificates = tls.enabled(conf, "ui") and tls.client_auth(conf, "ui") != "none"
+        if self._policy.enforce and self._logins is None and not certificates:
+            raise UserError("the UI needs logins when Nimbus authorizes principals (nimbus.thrift.tls.client.auth: "
+                            "required): set ui.auth.enable and ui.users.file (a UI user name is a principal), "
+                            "or ui.tls.client.auth (client certificates)")
         self.history = history if history is not None else History()
         self.sampler = Sampler(self.history, lambda: self._connect(self.conf),
                                float(conf[UI_TIMESERIES_SAMPLE_SECS]))
@@ -191,8 +206,9 @@ class UIApp:
             raise api.ApiError(403, "Forbidden", "cross-site request refused")
 
     def logged_in(self, headers: Mapping[str, str]) -> bool:
-        """True when UI login is off, or the request carries a valid HTTP basic login."""
-        return self._logins is None or self._logins.user(headers.get("Authorization")) is not None
+        """True when UI login is off, or the request carries a valid HTTP basic login or came
+        with a client certificate from the CA (``ui.tls.client.auth``)."""
+        return self._logins is None or self._login_user(headers) is not None
 
     def _check_login(self, headers: Mapping[str, str], what: str = "POST") -> None:
         if not self.logged_in(headers):
@@ -239,6 +255,8 @@ class UIApp:
             raise api.not_found(exc.msg or "topology is not alive") from None
         except (storm.InvalidTopologyException, storm.IllegalStateException) as exc:
             raise api.bad_request(exc.msg) from None
+        except storm.AuthorizationException as exc:
+            raise api.ApiError(403, "Forbidden", exc.msg) from None
         except (UserError, OSError, TTransportException) as exc:
             # connect() failing, or Nimbus going away mid-call: the UI stays up and says where it looked.
             raise self._unreachable(exc) from None
@@ -282,7 +300,8 @@ class UIApp:
         with self.nimbus() as client:
             return api.topology_summary(client.getClusterInfo())
 
-    def topology_doc(self, topology_id: str, query: Mapping[str, str], logged_in: bool = True) -> dict[str, Any]:
+    def topology_doc(self, topology_id: str, query: Mapping[str, str], logged_in: bool = True,
+                     headers: Mapping[str, str] | None = None) -> dict[str, Any]:
         window = api.check_window(query.get("window"))
         with self.nimbus() as client:
             info = self._topology_info(client, topology_id)
@@ -293,6 +312,8 @@ class UIApp:
         doc["antiForgeryToken"] = self.csrf_token(info.id)
         if self._logins is not None and not logged_in:
             doc["configuration"] = {}   # getTopologyConf needs authentication: not for anonymous readers
+        elif not self._may_operate(headers or {}, conf_json):
+            doc["configuration"] = {}   # another user's topology: Nimbus's getTopologyConf rule
         else:
             # The UI is a viewer over HTTP: credentials never reach a browser, logged in or not.
             doc["configuration"] = redacted(doc["configuration"])
@@ -307,7 +328,7 @@ class UIApp:
         return api.component_page(info, topology, component_id, window, self._now(), self._include_sys(query))
 
     def on_topology(self, req: Request) -> dict[str, Any]:
-        return self.topology_doc(req.params["id"], req.query, self.logged_in(req.headers))
+        return self.topology_doc(req.params["id"], req.query, self.logged_in(req.headers), req.headers)
 
     def on_component(self, req: Request) -> dict[str, Any]:
         return self.component_doc(req.params["id"], req.params["component"], req.query)
@@ -354,10 +375,30 @@ class UIApp:
 
     # ------------------------------------------------------------ POST /api/v1
     # Nimbus acts on topology NAMES; the API (like Storm's) addresses topologies by id.
+    def _login_user(self, headers: Mapping[str, str]) -> str | None:
+        """The HTTP basic user, else the CN of the TLS client certificate (set on the headers by
+        the request handler, never from a header a client sends), else None."""
+        user = self._logins.user(headers.get("Authorization")) if self._logins is not None else None
+        return user or getattr(headers, TLS_PRINCIPAL_ATTR, None)
+
+    def _may_operate(self, headers: Mapping[str, str], conf_json: str) -> bool:
+        """Whether the logged-in user owns the topology (or is listed, or an admin)."""
+        if not self._policy.enforce:
+            return True
+        conf = api.parse_conf(conf_json)
+        acl = authz.TopologyAcl.from_conf(str(conf.get("topology.submitter.user") or ""), conf)
+        return self._policy.may_operate(authz.Caller(self._login_user(headers)), acl)
+
     def _act(self, req: Request, operation: str, call: Callable[[Any, str], None]) -> dict[str, Any]:
         topology_id = req.params["id"]
         with self.nimbus() as client:
             name = client.getTopologyInfo(topology_id).name
+            if not self._may_operate(req.headers, client.getTopologyConf(topology_id)):
+                user = self._login_user(req.headers)
+                log.warning("ui: refused %s of topology %s to %r: not its owner, not in topology.users, "
+                            "not an admin", operation, topology_id, user)
+                raise api.ApiError(403, "Forbidden", f"{user!r} may not {operation} {name}: it is not the "
+                                                     "owner, not in topology.users/groups and not in nimbus.admins")
             log.info("ui: %s topology %s (%s)", operation, name, topology_id)
             call(client, name)
         return api.action_result(operation, topology_id)
@@ -396,7 +437,8 @@ class UIApp:
         topology_id = req.query.get("id")
         if not topology_id:
             raise api.bad_request("topology.html needs ?id=<topology id>")
-        return pages.render_topology(self.topology_doc(topology_id, req.query, self.logged_in(req.headers)))
+        return pages.render_topology(self.topology_doc(topology_id, req.query, self.logged_in(req.headers),
+                                                       req.headers))
 
     def on_component_page(self, req: Request) -> str:
         topology_id, component_id = req.query.get("topology_id"), req.query.get("id")
@@ -437,6 +479,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._dispatch("POST")
 
     def _dispatch(self, method: str) -> None:
+        if isinstance(self.connection, ssl.SSLSocket):    # a verified client certificate is a login
+            setattr(self.headers, TLS_PRINCIPAL_ATTR, peer_principal(self.connection)[0])
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
@@ -468,9 +512,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
 
-class UIServer(ThreadingHTTPServer):
+class UIServer(TLSServerMixin, ThreadingHTTPServer):
     """The HTTP server with its ``UIApp``; request threads are daemons so a stuck client
-    cannot hold the process open at shutdown."""
+    cannot hold the process open at shutdown. HTTPS with ``ui.tls.enable`` (``stormpy.tls``)."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -492,7 +536,9 @@ class UIServer(ThreadingHTTPServer):
 def make_server(conf: Config, host: str, port: int, connect: Connect | None = None) -> UIServer:
     """A bound (not yet serving) UI server; port 0 picks a free port (``server.port``).
     Tests call ``serve_forever`` on a thread and ``shutdown()`` + ``server_close()`` after."""
-    return UIServer((host, port), UIApp(conf, connect))
+    server = UIServer((host, port), UIApp(conf, connect))
+    server.tls_context = https_context(conf, "ui")
+    return server
 
 
 def run_ui(conf: Config) -> int:
@@ -512,7 +558,8 @@ def _run_ui(conf: Config) -> int:
                               name="ui-http", daemon=True)
     thread.start()
     server.app.sampler.start()
-    log.info("UI serving on http://%s:%d/ (Nimbus at %s, log %s)", host, server.port,
+    log.info("UI serving on %s://%s:%d/ (Nimbus at %s, log %s)", "https" if server.tls_context else "http",
+             host, server.port,
              server.app.nimbus_address(), log_path)
     with StopOnSignals(who="ui") as signals:
         try:

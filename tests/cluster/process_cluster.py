@@ -34,7 +34,8 @@ import psutil
 
 from stormpy.testing import DaemonProcess, free_port, wait_for_leader, wait_until
 from stormpy.testing.processes import log_tail
-from stormpy.testing.zookeeper import four_letter_word
+from stormpy.testing.zookeeper import ZooKeeperServer, four_letter_word
+from stormpy.tls import zookeeper_server_files
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGIES = Path(__file__).resolve().parent / "topologies"
@@ -64,6 +65,11 @@ FAST_TIMINGS: dict[str, Any] = {
     "task.refresh.poll.secs": 2,
     "storm.local.hostname": "127.0.0.1",
 }
+
+
+#: The TLS keys a CLI needs (the daemons' certificate: tests that act as a user write their own).
+CLIENT_TLS_KEYS = ("nimbus.thrift.tls.enable", "logviewer.tls.enable", "storm.zookeeper.ssl.enable",
+                   "storm.tls.certfile", "storm.tls.keyfile", "storm.tls.cafile")
 
 
 class ProcessCluster:
@@ -120,7 +126,10 @@ class ProcessCluster:
             self.zookeeper = self.daemon("zookeeper", self.conf, "zookeeper")
         self.zookeeper.start()
         port = self.conf["storm.zookeeper.port"]
-        self.zookeeper.wait_ready(lambda: four_letter_word("127.0.0.1", port, "ruok") == "imok", 90,
+        probe = None
+        if self.conf.get("storm.zookeeper.ssl.enable"):     # TLS only: the probe shows the cluster's certificate
+            probe = ZooKeeperServer("/nonexistent", port, tls=zookeeper_server_files(self.conf)).probe_context()
+        self.zookeeper.wait_ready(lambda: four_letter_word("127.0.0.1", port, "ruok", tls=probe) == "imok", 90,
                                   f"ZooKeeper to answer on port {port}")
         return self.zookeeper
 
@@ -195,7 +204,7 @@ class ProcessCluster:
         conf_file.parent.mkdir(parents=True, exist_ok=True)
         conf_file.write_text(json.dumps({k: self.conf[k] for k in (
             "storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root", "nimbus.seeds",
-            "nimbus.thrift.port", "storm.thrift.auth.secret.file") if k in self.conf}))
+            "nimbus.thrift.port", "storm.thrift.auth.secret.file", *CLIENT_TLS_KEYS) if k in self.conf}))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
         result = subprocess.run([sys.executable, "-m", "stormpy.cli", *args, "--config", str(conf_file)],
                                 capture_output=True, text=True, timeout=timeout, env=env, cwd=str(self.base))
