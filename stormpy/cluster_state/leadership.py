@@ -96,6 +96,30 @@ class Leadership:
             state = "not connected to ZooKeeper" if not self.session.is_connected() else "not the leader"
             raise NotLeaderError(f"refusing to {what}: this Nimbus ({self._identifier or 'released'}) is {state}")
 
+    def fence(self, what: str) -> str | None:
+        """The path of the lock node this client leads with, for a write to check atomically;
+        None for clients that never competed (no check); NotLeaderError when not the leader.
+
+        A leader-only write is one ZooKeeper transaction: "this node still exists" plus the
+        write. The node is ephemeral, so once this leader's session ended (and a successor could
+        lead) every attempt of the write fails, also one kazoo's retry sends after a reconnection.
+        """
+        if not self._competed:
+            return None
+        with self._mutex:
+            lock = self._lock
+        node = getattr(lock, "node", None)
+        if lock is None or node is None or not lock.is_acquired or not self.session.is_connected():
+            self.check_writer(what)   # raises with the precise reason
+            raise NotLeaderError(f"refusing to {what}: this Nimbus ({self._identifier or 'released'}) "
+                                 "is not the leader")
+        return f"{lock.path}/{node}"
+
+    def fence_lost(self, what: str, fence: str) -> NotLeaderError:
+        return NotLeaderError(f"refusing to {what}: the leadership of this Nimbus "
+                              f"({self._identifier or 'released'}) ended (its lock node {fence} is gone); "
+                              "its successor's state stands")
+
     def release(self) -> None:
         """Give up leadership (and stop competing); writes stay refused afterwards."""
         with self._mutex:
