@@ -22,7 +22,7 @@ from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.nimbus.core import Nimbus
 from stormpy.nimbus.files import NimbusFiles
-from stormpy.nimbus.ha import CodeReplicator, LeaderElector
+from stormpy.nimbus.ha import CodeRecovery, CodeReplicator, LeaderElector
 from stormpy.nimbus.monitor import EventTimer, NimbusMonitor
 from stormpy.nimbus.server import NimbusHandler, ThriftServer, nimbus_summary
 from stormpy.signals import StopOnSignals
@@ -63,8 +63,11 @@ class NimbusDaemon:
         self.timer = EventTimer().start()
         self.nimbus = Nimbus(self.conf, self.state, files, self.timer.schedule)
         replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf))
+        recovery = CodeRecovery(self.state, files, self.host_port)
+        recovery.on_recovered = self.nimbus.code_recovered
+        self.nimbus.recovery = recovery
         self.elector = LeaderElector(self.state, replicator, self.host_port, self.conf[cfg.NIMBUS_CODE_SYNC_FREQ_SECS],
-                                     self._on_leader, self._on_standby, self.stop_event)
+                                     self._on_leader, self._on_standby, self.stop_event, recovery)
         # Lead at once when the lock is free (the usual single-Nimbus start): recovery then ends
         # before the port opens, so no client sees a Nimbus without a leader.
         try:
