@@ -21,7 +21,7 @@ import logging
 import threading
 from typing import Any
 
-from kazoo.exceptions import KazooException, LockTimeout
+from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
 from stormpy import zk_layout
 from stormpy.cluster_state.session import ZkSession
@@ -83,6 +83,27 @@ class Leadership:
         nobody holds it. A SIGKILLed leader stays the holder until its session expires."""
         contenders = self.session.zk.Lock(zk_layout.LEADER_LOCK).contenders()
         return str(contenders[0]) if contenders else None
+
+    def take_over_stale(self, identifier: str, session_id: int) -> bool:
+        """Delete lock nodes that ``identifier`` created with the ZooKeeper session ``session_id``,
+        which the caller knows is its own dead previous incarnation (see NimbusDaemon): that
+        session would otherwise keep the lock until it expires. Other nodes are left alone, so
+        a standby already in line is next, as it would be after the expiry. True when one went."""
+        if session_id == self.session.session_id:
+            return False
+        took = False
+        for child in self.session.children(zk_layout.LEADER_LOCK):
+            path = f"{zk_layout.LEADER_LOCK}/{child}"
+            try:
+                data, stat = self.session.call(self.session.zk.get, path)
+            except NoNodeError:
+                continue
+            if data.decode(errors="replace") == identifier and stat.ephemeralOwner == session_id:
+                self.session.delete(path)
+                log.warning("removed %s: the leader lock of this Nimbus's previous incarnation (ZooKeeper "
+                            "session 0x%x, not yet expired)", path, session_id)
+                took = True
+        return took
 
     def is_leader(self) -> bool:
         """True while this client holds ``/leader-lock`` on a live, connected session."""

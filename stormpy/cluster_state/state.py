@@ -417,6 +417,10 @@ class ClusterState:
         """``host:port`` of the Nimbus holding ``/leader-lock`` (any session), None when nobody does."""
         return self.leadership.current_leader()
 
+    def take_over_stale_leadership(self, identifier: str, session_id: int) -> bool:
+        """Drop the lock nodes of this Nimbus's own dead previous incarnation (Leadership.take_over_stale)."""
+        return self.leadership.take_over_stale(identifier, session_id)
+
     def release_leadership(self) -> None:
         self.leadership.release()
 

@@ -23,7 +23,9 @@ lock (session expiry), after which it is a standby again.
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -199,13 +201,52 @@ class CodeRecovery:
         return True
 
 
+class LeaderMemo:
+    """``<storm.local.dir>/nimbus/leader-session.json``: the ZooKeeper session this Nimbus leads
+    with. A Nimbus restarted after a crash (SIGKILL) finds its predecessor's lock node still
+    holding ``/leader-lock`` until that session expires (``storm.zookeeper.session.timeout``).
+    When the node's data is this Nimbus's host:port and its owner the session recorded here, it
+    is provably this Nimbus's own previous incarnation: same advertised address, same local
+    dir (whose daemon lock this process now holds, so that process is gone), and this process
+    holds the port. Then the node may go at once (``ClusterState.take_over_stale_leadership``);
+    anyone else's node is never touched."""
+
+    NAME = "leader-session.json"
+
+    def __init__(self, directory: Path, host_port: str) -> None:
+        self.path = Path(directory) / self.NAME
+        self.host_port = host_port
+        self._written: int | None = None
+
+    def remember(self, session_id: int | None) -> None:
+        """Record the session this Nimbus leads with now (cheap when unchanged)."""
+        if session_id is None or session_id == self._written:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"host_port": self.host_port, "session_id": session_id}))
+        os.replace(tmp, self.path)
+        self._written = session_id
+
+    def previous(self) -> int | None:
+        """The session recorded by an earlier run with the same host:port, else None."""
+        try:
+            memo = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(memo, dict) or memo.get("host_port") != self.host_port:
+            return None
+        session_id = memo.get("session_id")
+        return session_id if isinstance(session_id, int) else None
+
+
 class LeaderElector:
     """The "nimbus-ha" thread: sync code, compete for leadership, notice its loss."""
 
     def __init__(self, state: ClusterState, replicator: CodeReplicator, host_port: str, sync_freq_secs: float,
                  on_leader: Callable[[], None], on_standby: Callable[[], None], stop_event: threading.Event,
-                 recovery: CodeRecovery | None = None) -> None:
+                 recovery: CodeRecovery | None = None, on_leading: Callable[[], None] | None = None) -> None:
         self.state = state
+        self.on_leading = on_leading      # every round while leading (LeaderMemo)
         self.replicator = replicator
         self.recovery = recovery
         self.host_port = host_port
@@ -240,6 +281,8 @@ class LeaderElector:
         if self.state.is_leader():
             if not self.leading:
                 self._become_leader()
+            if self.on_leading is not None:
+                self.on_leading()
             self._refresh_recovery()
             self.stop_event.wait(min(self.sync_freq_secs, 1.0))
             return

@@ -485,13 +485,23 @@ class ThriftServer:
         self._sock: socket.socket | None = None
         self._thread = threading.Thread(target=self._accept_loop, name="nimbus-thrift", daemon=True)
 
+    def bind(self) -> "ThriftServer":
+        """Hold the port (connections queue) without serving yet; ``start`` serves."""
+        if self._sock is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.host, self.port))
+            except OSError:
+                sock.close()
+                raise
+            sock.listen(128)
+            sock.settimeout(0.5)
+            self._sock = sock
+        return self
+
     def start(self) -> "ThriftServer":
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        sock.listen(128)
-        sock.settimeout(0.5)
-        self._sock = sock
+        self.bind()
         self._thread.start()
         log.info("Nimbus Thrift server listening on %s:%d", self.host, self.port)
         return self

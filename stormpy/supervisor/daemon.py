@@ -116,7 +116,7 @@ class Supervisor:
         self.state = ClusterState(self.conf)
         secret = read_secret(self.conf)
         self.syncer = Syncer(self.conf, self.state, self.supervisor_id, self.ports, self.lstate,
-                             lambda: connect(self.conf), hostname=self.hostname,
+                             lambda: connect(self.conf, leader_wait_secs=0), hostname=self.hostname,
                              open_nimbus=lambda host, port: open_client(host, port, 60.0, secret))
         self._adopt_workers()
         self._start_logviewer()
