@@ -296,7 +296,7 @@ class LeaderElector:
         if missing and self._others_registered():
             log.info("not competing for leadership: code of %s is not here yet", ", ".join(missing))
             if acquire_timeout is None:
-                self.stop_event.wait(self.sync_freq_secs)
+                self._wait_for_code(self.sync_freq_secs)
             return
         timeout = self.sync_freq_secs if acquire_timeout is None else acquire_timeout
         if not self.state.acquire_leadership(self.host_port, timeout=timeout):
@@ -309,6 +309,13 @@ class LeaderElector:
             self.replicator.sync_once()
             return
         self._become_leader()
+
+    def _wait_for_code(self, secs: float) -> None:
+        """Up to ``secs``, but compete as soon as the missing code arrived (a supervisor's copy)."""
+        deadline = time.monotonic() + secs
+        while not self.stop_event.wait(min(1.0, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline or not self.replicator.missing_code():
+                return
 
     def _refresh_recovery(self) -> list[str]:
         """The topologies whose code is missing here, asked of the supervisors (CodeRecovery)."""
