@@ -87,7 +87,9 @@ class Nimbus:
         topology = self.files.read_topology(topology_id)
         conf_json = self.files.read_conf_json(topology_id)
         if topology is None or conf_json is None:
-            raise storm.NotAliveException(msg=f"topology {topology_id!r} has no code on this Nimbus")
+            raise storm.NotAliveException(
+                msg=f"topology {topology_id!r} has no code on this Nimbus (CODE MISSING: it is kept and its "
+                    "code is being recovered from the supervisors; see `stormpy list`)")
         cached = (topology, json.loads(conf_json))
         self._code[topology_id] = cached
         return cached

@@ -169,7 +169,9 @@ class NimbusHandler:
         topology_id = self._existing_id(id)
         conf = self.files.read_conf_json(topology_id)
         if conf is None:
-            raise not_alive(id)
+            raise storm.NotAliveException(
+                msg=f"the code of topology {id!r} is missing on Nimbus {self.host_port} (CODE MISSING: it is "
+                    "kept and its code is being recovered from the supervisors; see `stormpy list`)")
         conf = self._with_rebalanced_workers(topology_id, conf)
         return conf if self._caller_is_admin() else _redacted_json(conf)
 
