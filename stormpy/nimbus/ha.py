@@ -139,10 +139,6 @@ class CodeRecovery:
         self._told: dict[str, float] = {}
         self.on_recovered: Callable[[str], None] = lambda _topology_id: None
 
-    def missing(self) -> dict[str, dict[str, str]]:
-        with self._lock:
-            return dict(self._wanted)
-
     def wants_uploads(self) -> bool:
         with self._lock:
             return any(self._wanted.values())
