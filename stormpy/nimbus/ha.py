@@ -310,7 +310,7 @@ class LeaderElector:
         """Up to ``secs``, but compete as soon as the missing code arrived (a supervisor's copy)."""
         deadline = time.monotonic() + secs
         while not self.stop_event.wait(min(1.0, max(0.0, deadline - time.monotonic()))):
-            if time.monotonic() >= deadline or not self.replicator.missing_code():
+            if time.monotonic() >= deadline or not self._refresh_recovery():
                 return
 
     def _refresh_recovery(self) -> list[str]:

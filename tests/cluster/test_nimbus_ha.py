@@ -150,6 +150,12 @@ def _roles(cluster) -> tuple[int, int]:
 @pytest.mark.slow
 def test_failover_one_second_after_submit_keeps_the_topology(cluster, out_dir):
     leader, other = _roles(cluster)
+    # The standby syncs code only every 120 s (the default), so it cannot have copied the new
+    # topology from the leader: the code must come back from a supervisor.
+    cluster.nimbuses[other].stop(reason="restarted with the default code sync period")
+    cluster.nimbuses[other] = cluster.daemon("nimbus", {**cluster.nimbus_conf(other), "nimbus.code.sync.freq.secs": 120},
+                                             f"nimbus-{other}-slow-sync")
+    cluster.start_nimbus(other, wait_leader=False)
     name = unique("ha-fresh")
     topology_id = cluster.submit("wordcount.py", name, workers=1,
                                  conf=run_conf(out_dir, 10_000_000, **{"test.spout.per.call": 1}))
@@ -161,6 +167,7 @@ def test_failover_one_second_after_submit_keeps_the_topology(cluster, out_dir):
         listed = cluster.cli("list").stdout
         assert name in listed and "ACTIVE" in listed
         wait_until(lambda: stormdist_has(cluster, other, topology_id), 60, "the code on the new leader")
+        assert "recovered the code of topology " + topology_id in cluster.nimbuses[other].output()
         cluster.wait_workers(topology_id, 1)
         wait_until(lambda: len(acked_ids(out_dir)) >= 100, 90, "the topology to run (100 acks)")
         assert "WARNING" not in cluster.cli("list").stdout
