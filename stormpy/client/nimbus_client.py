@@ -75,6 +75,12 @@ def open_client(host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS
     return TClient(storm.Nimbus, TBinaryProtocolFactory().get_protocol(transport))
 
 
+def open_peer(conf: Mapping[str, Any], host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Any:
+    """A client of the Nimbus at host:port itself (no leader search), secured as ``conf`` says:
+    a supervisor offering code to a Nimbus that asked for it. The caller closes it."""
+    return open_client(host, port, timeout_secs, read_secret(conf))
+
+
 @contextlib.contextmanager
 def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS,
             leader_wait_secs: float | None = None) -> Iterator[Any]:

@@ -109,15 +109,13 @@ class Supervisor:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> "Supervisor":
-        from stormpy.auth import read_secret
-        from stormpy.client.nimbus_client import connect, open_client
+        from stormpy.client.nimbus_client import connect, open_peer
         from stormpy.cluster_state import ClusterState
 
         self.state = ClusterState(self.conf)
-        secret = read_secret(self.conf)
         self.syncer = Syncer(self.conf, self.state, self.supervisor_id, self.ports, self.lstate,
                              lambda: connect(self.conf, leader_wait_secs=0), hostname=self.hostname,
-                             open_nimbus=lambda host, port: open_client(host, port, 60.0, secret))
+                             open_nimbus=lambda host, port: open_peer(self.conf, host, port))
         self._adopt_workers()
         self._start_logviewer()
         self.heartbeat()

@@ -25,8 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nimbus"))
 from nimbus_helpers import call, client_for, code_zip, simple_topology, submit, upload  # noqa: E402
-from stormpy.auth import read_secret
-from stormpy.client.nimbus_client import connect, open_client
+from stormpy.client.nimbus_client import connect, open_peer
 from stormpy.cluster_state import ClusterState
 from stormpy.supervisor import localstate
 from stormpy.supervisor.sync import ERROR_COMPONENT, Syncer
@@ -78,10 +77,9 @@ def supervisor(cluster_conf: dict[str, Any], tmp_path: Path):
     state.set_supervisor_info("sup-a", storm.SupervisorInfo(time_secs=int(time.time()), hostname="host-a",
                                                             meta=[6001], used_ports=[], uptime_secs=1))
     clock = Clock()
-    secret = read_secret(conf)
     syncer = Syncer(conf, state, "sup-a", [6001], localstate.LocalState(conf["storm.local.dir"]),
-                    lambda: connect(conf), hostname="host-a",
-                    open_nimbus=lambda host, port: open_client(host, port, 30.0, secret), clock=clock)
+                    lambda: connect(conf, leader_wait_secs=0), hostname="host-a",
+                    open_nimbus=lambda host, port: open_peer(conf, host, port), clock=clock)
     try:
         yield syncer, clock
     finally:
