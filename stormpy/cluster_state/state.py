@@ -374,6 +374,10 @@ class ClusterState:
                 result[topology_id] = texts
         return result
 
+    def code_failure_reporters(self, topology_id: str) -> list[str]:
+        """Supervisor ids that report a failed code archive of this topology now."""
+        return self.children(zk_layout.code_failures(topology_id))
+
     def code_failure_ids(self) -> list[str]:
         return self.children(zk_layout.CODE_FAILURES_ROOT)
 

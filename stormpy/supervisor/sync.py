@@ -18,8 +18,9 @@ and whenever a ZooKeeper watch on ``/assignments`` fires. One sync:
 A download that fails is retried with exponential backoff (``DOWNLOAD_BACKOFF_SECS`` doubling
 up to ``DOWNLOAD_BACKOFF_MAX_SECS``), never every second. A code archive that fails its checks
 (digest other than the one recorded at submit, unsafe paths, not a zip, too big unpacked) is
-reported once per failure streak as a topology error (component ``__supervisor``: the UI and
-``stormpy errors``) and under ``/code-failures`` (``stormpy list``), cleared once a download works.
+reported once as a topology error (component ``__supervisor``: the UI and ``stormpy errors``; not
+again while any supervisor's report stands) and under ``/code-failures`` (``stormpy list``), which
+is cleared once a download works.
 
 Only this thread writes ``stormdist``; the process loop only reads it (``code_ready``).
 """
@@ -245,8 +246,10 @@ class Syncer:
         text = (f"code archive of {topology_id} fails its checks on supervisor {self.hostname or self.supervisor_id}"
                 f": {exc}; retrying with backoff up to {DOWNLOAD_BACKOFF_MAX_SECS:.0f}s")
         try:
-            self.state.report_error(topology_id, ERROR_COMPONENT, storm.ErrorInfo(
-                error=text, error_time_secs=int(time.time()), host=self.hostname or None, port=0))
+            # Once per topology: when another supervisor already reported it, add only our status.
+            if not self.state.code_failure_reporters(topology_id):
+                self.state.report_error(topology_id, ERROR_COMPONENT, storm.ErrorInfo(
+                    error=text, error_time_secs=int(time.time()), host=self.hostname or None, port=0))
             self.state.set_code_failure(topology_id, self.supervisor_id, text)
         except Exception as report_exc:  # noqa: BLE001 - ZooKeeper away: the log line above stands
             failures.reported = False
