@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import sys
 import time
@@ -79,6 +80,16 @@ def open_peer(conf: Mapping[str, Any], host: str, port: int, timeout_secs: float
     """A client of the Nimbus at host:port itself (no leader search), secured as ``conf`` says:
     a supervisor offering code to a Nimbus that asked for it. The caller closes it."""
     return open_client(host, port, timeout_secs, read_secret(conf))
+
+
+def upload_file(client: Any, path: str | os.PathLike[str], chunk_bytes: int = 1024 * 1024) -> str:
+    """Upload one file with beginFileUpload/uploadChunk/finishFileUpload; returns its location."""
+    location = client.beginFileUpload()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(chunk_bytes), b""):
+            client.uploadChunk(location, chunk)
+    client.finishFileUpload(location)
+    return location
 
 
 @contextlib.contextmanager

@@ -12,7 +12,8 @@ code is in no Nimbus's stormdist (a failover within a sync period of its submit,
 restarted with an empty ``storm.local.dir``) is kept, its assignment untouched (its workers run
 on), and ``CodeRecovery`` asks the supervisors for it: the Nimbus publishes the ids under
 ``/code-requests/<host:port>`` (ephemeral), every supervisor holding the code in its stormdist
-uploads the three files with the ordinary upload calls, and the Nimbus installs an upload only
+(and every other Nimbus holding it, ``CodeReplicator.offer_to_peers``) uploads the three files
+with the ordinary upload calls, and the Nimbus installs an upload only
 when its SHA-256 equals the digest the leader recorded under ``/code/<id>`` at submit, so nobody
 can plant other code this way. Until then ``stormpy list`` and the UI show why.
 
@@ -33,7 +34,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from stormpy.client.nimbus_client import open_client
+from stormpy.client.nimbus_client import open_client, upload_file
 from stormpy.cluster_state import ClusterState
 from stormpy.nimbus.files import CODE_FILE, CONF_FILE, TOPOLOGY_FILE, NimbusFiles, check_code_archive
 
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 CODE_FILES = (CODE_FILE, TOPOLOGY_FILE, CONF_FILE)
 DOWNLOAD_TIMEOUT_SECS = 60.0
+OFFER_INTERVAL_SECS = 30.0
 
 
 def split_host_port(host_port: str) -> tuple[str, int]:
@@ -56,6 +58,7 @@ class CodeReplicator:
         self.files = files
         self.host_port = host_port
         self.secret = secret   # storm.thrift.auth.secret.file: the leader refuses downloads without it
+        self._offered: dict[tuple[str, str], float] = {}
 
     def missing_code(self) -> list[str]:
         """Active topologies (with a StormBase) whose code this Nimbus does not hold."""
@@ -95,6 +98,39 @@ class CodeReplicator:
         finally:
             client.close()
         return fetched
+
+    def offer_to_peers(self) -> list[tuple[str, str]]:
+        """Upload code that another Nimbus asks for (``/code-requests``) and this one holds, as
+        supervisors do: a leader that lacks a topology's code gets it from a standby that has it
+        (the leader checks it against the digests recorded at submit). Returns (nimbus, id) offered."""
+        now = time.monotonic()
+        offered = []
+        requests = self.state.code_requests()
+        for host_port, topology_ids in sorted(requests.items()):
+            if host_port == self.host_port:
+                continue
+            for topology_id in topology_ids:
+                key = (host_port, topology_id)
+                if not self.files.has_code(topology_id) or now < self._offered.get(key, 0.0):
+                    continue
+                self._offered[key] = now + OFFER_INTERVAL_SECS
+                try:
+                    host, port = split_host_port(host_port)
+                    client = open_client(host, port, DOWNLOAD_TIMEOUT_SECS, self.secret)
+                    try:
+                        for name in CODE_FILES:
+                            upload_file(client, self.files.stormdist(topology_id) / name)
+                    finally:
+                        client.close()
+                except Exception as exc:  # noqa: BLE001 - that Nimbus away or refusing: try later
+                    log.warning("could not offer the code of %s to Nimbus %s: %s", topology_id, host_port, exc)
+                    continue
+                log.info("offered the code of %s to Nimbus %s, which lacks it", topology_id, host_port)
+                offered.append(key)
+        live = {(hp, t) for hp, ids in requests.items() for t in ids}
+        for key in set(self._offered) - live:
+            del self._offered[key]
+        return offered
 
     def _fetch(self, client: object, topology_id: str) -> None:
         target = self.files.stormdist(topology_id)
@@ -288,6 +324,10 @@ class LeaderElector:
             self.on_standby()
         self._refresh_recovery()
         self.replicator.sync_once()
+        try:
+            self.replicator.offer_to_peers()
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the next round
+            log.warning("could not offer code to other Nimbus daemons: %s", exc)
         missing = self._refresh_recovery()
         if missing and self._others_registered():
             log.info("not competing for leadership: code of %s is not here yet", ", ".join(missing))

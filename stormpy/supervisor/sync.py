@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from stormpy.client.nimbus_client import upload_file
 from stormpy.supervisor import localstate
 from stormpy.supervisor.slot import LocalAssignment
 from stormpy.thrift import storm
@@ -51,7 +52,6 @@ DOWNLOAD_BACKOFF_SECS = 1.0
 DOWNLOAD_BACKOFF_MAX_SECS = 60.0          # an archive failing its checks: the same bytes would come again
 UNREACHABLE_BACKOFF_MAX_SECS = 8.0        # Nimbus away or failing over: it may be back any moment
 OFFER_INTERVAL_SECS = 30.0
-UPLOAD_CHUNK_BYTES = 1024 * 1024
 ERROR_COMPONENT = "__supervisor"
 
 
@@ -300,11 +300,7 @@ class Syncer:
         client = self.open_nimbus(host, int(port))
         try:
             for name in CODE_FILES:
-                location = client.beginFileUpload()
-                with open(directory / name, "rb") as handle:
-                    for chunk in iter(lambda: handle.read(UPLOAD_CHUNK_BYTES), b""):
-                        client.uploadChunk(location, chunk)
-                client.finishFileUpload(location)
+                upload_file(client, directory / name)
         finally:
             client.close()
 

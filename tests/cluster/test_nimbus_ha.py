@@ -159,8 +159,13 @@ def test_failover_one_second_after_submit_keeps_the_topology(cluster, out_dir):
     name = unique("ha-fresh")
     topology_id = cluster.submit("wordcount.py", name, workers=1,
                                  conf=run_conf(out_dir, 10_000_000, **{"test.spout.per.call": 1}))
+    submitted = time.monotonic()
     try:
-        time.sleep(1.0)
+        # The code must live somewhere besides the leader about to die: a supervisor downloads
+        # it within a second of the assignment (on a loaded machine this waits a little longer).
+        wait_until(lambda: any((Path(d) / "supervisor" / "stormdist" / topology_id / "stormconf.json").exists()
+                               for d in cluster.local_dirs()), 30, "a supervisor to hold the code")
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - submitted)))
         cluster.nimbuses[leader].kill(signal.SIGKILL)
         assert wait_for_leader(cluster.conf, SESSION_TIMEOUT_SECS + 40,
                                host_port=cluster.nimbus_host_port(other)) == cluster.nimbus_host_port(other)
