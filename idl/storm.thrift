@@ -191,6 +191,7 @@ struct TopologySummary {
   5: required i32 num_workers;
   6: required i32 uptime_secs;
   7: required string status;
+  513: optional string sched_status;      // Storm's field id: why the topology is not fully served (e.g. its code is missing)
   514: optional string owner;             // Storm's field id: the submitting user (`sparse list` shows it)
 }
 

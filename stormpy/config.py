@@ -97,6 +97,11 @@ NIMBUS_INBOX_JAR_EXPIRATION_SECS = _key("nimbus.inbox.jar.expiration.secs", 3600
 NIMBUS_FILE_COPY_EXPIRATION_SECS = _key("nimbus.file.copy.expiration.secs", 600, int, "An idle upload/download stream is dropped after this.")
 NIMBUS_CODE_SYNC_FREQ_SECS = _key("nimbus.code.sync.freq.secs", 120, int,
                                   "How often a standby Nimbus copies missing topology code from the leader.")
+NIMBUS_LEADER_WAIT_SECS = _key("nimbus.leader.wait.secs", 60, int,
+                               "How long a ``stormpy`` command waits for a leader Nimbus when the Nimbus "
+                               "daemons answer but none leads yet (a failover, or a restarted Nimbus waiting "
+                               "for its predecessor's ZooKeeper session to expire); it prints one line that "
+                               "it waits. 0 fails at once.")
 NIMBUS_FILE_UPLOAD_MAX_BYTES = _key("nimbus.file.upload.max.bytes", 256 * 1024 * 1024, int, "Largest accepted topology upload.")
 
 # ---------------------------------------------------------------- supervisor

@@ -13,8 +13,12 @@ WORKERBEATS_ROOT = "/workerbeats"
 ERRORS_ROOT = "/errors"
 NIMBUSES_ROOT = "/nimbuses"
 LEADER_LOCK = "/leader-lock"
+CODE_ROOT = "/code"
+CODE_REQUESTS_ROOT = "/code-requests"
+CODE_FAILURES_ROOT = "/code-failures"
 
-ALL_ROOTS = (STORMS_ROOT, ASSIGNMENTS_ROOT, SUPERVISORS_ROOT, WORKERBEATS_ROOT, ERRORS_ROOT, NIMBUSES_ROOT)
+ALL_ROOTS = (STORMS_ROOT, ASSIGNMENTS_ROOT, SUPERVISORS_ROOT, WORKERBEATS_ROOT, ERRORS_ROOT, NIMBUSES_ROOT,
+             CODE_ROOT, CODE_REQUESTS_ROOT, CODE_FAILURES_ROOT)
 
 
 def storm(topology_id: str) -> str:
@@ -52,6 +56,26 @@ def error_prefix(topology_id: str, component_id: str) -> str:
 
 def nimbus(host_port: str) -> str:
     return f"{NIMBUSES_ROOT}/{host_port}"
+
+
+def code(topology_id: str) -> str:
+    """What Nimbus recorded at submit about the topology's code files (their SHA-256): any
+    copy offered back later (a supervisor's) must match it."""
+    return f"{CODE_ROOT}/{topology_id}"
+
+
+def code_request(host_port: str) -> str:
+    """Ephemeral: the topologies whose code the Nimbus at ``host_port`` lacks (supervisors offer it)."""
+    return f"{CODE_REQUESTS_ROOT}/{host_port}"
+
+
+def code_failures(topology_id: str) -> str:
+    return f"{CODE_FAILURES_ROOT}/{topology_id}"
+
+
+def code_failure(topology_id: str, supervisor_id: str) -> str:
+    """Ephemeral: why this supervisor cannot use the topology's code archive (shown by ``stormpy list``)."""
+    return f"{CODE_FAILURES_ROOT}/{topology_id}/{supervisor_id}"
 
 
 def transactional_topology(topology_name: str) -> str:

@@ -104,6 +104,12 @@ def list_topologies(conf: Mapping[str, Any]) -> None:
     if not summary.topologies:
         click.echo("No topologies running.")
         return
+    topologies = sorted(summary.topologies, key=lambda t: t.name)
     rows = [[t.name, t.id, t.status, t.num_workers, t.num_executors, format_uptime(t.uptime_secs)]
-            for t in sorted(summary.topologies, key=lambda t: t.name)]
+            for t in topologies]
     click.echo(format_table(["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"], rows))
+    # Storm's sched_status: what keeps a topology from being fully served (its code missing on
+    # Nimbus, a code archive a supervisor refuses), under the table so scripts reading rows still can.
+    for t in topologies:
+        if t.sched_status:
+            click.echo(f"WARNING {t.name}: {t.sched_status}")

@@ -3,16 +3,23 @@
 ``connect(conf)`` tries each host of ``nimbus.seeds`` (or the old ``nimbus.host``) on
 ``nimbus.thrift.port``, asks it who leads (``getLeader``) and yields a ``storm.Nimbus`` client
 connected to the leader (several Nimbus daemons: DESIGN section 14); when none answers, or none
-knows a leader, it raises a one-line ``UserError`` so every CLI command fails clearly. Used by the CLI, the supervisor (code downloads) and the UI, each from its own
-thread: a client is a single TCP connection and must not be shared between threads. With
+knows a leader, it raises a one-line ``UserError`` so every CLI command fails clearly. When some
+Nimbus answers but none leads yet (a failover; a restarted Nimbus whose predecessor's ZooKeeper
+session has not expired), it first waits up to ``nimbus.leader.wait.secs``, saying so in one
+line on stderr; daemons pass ``leader_wait_secs=0``. Used by the CLI, the supervisor (code
+downloads) and the UI, each from its own thread: a client is a single TCP connection and must
+not be shared between threads. With
 ``nimbus.thrift.tls.enable`` every connection is TLS (``open_client``, ``client_tls``).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import ssl
+import sys
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -22,7 +29,7 @@ from thriftpy2.thrift import TApplicationException, TClient
 from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
 
 from stormpy.auth import AuthError, client_handshake, read_secret
-from stormpy.config import NIMBUS_HOST, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT
+from stormpy.config import NIMBUS_HOST, NIMBUS_LEADER_WAIT_SECS, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT
 from stormpy.errors import UserError
 from stormpy.thrift import storm
 from stormpy.tls import describe_error
@@ -84,15 +91,33 @@ def client_tls(conf: Mapping[str, Any]) -> ssl.SSLContext | None:
     return tls.client_context(conf) if tls.enabled(conf, "nimbus.thrift") else None
 
 
+def open_peer(conf: Mapping[str, Any], host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Any:
+    """A client of the Nimbus at host:port itself (no leader search), secured as ``conf`` says:
+    a supervisor offering code to a Nimbus that asked for it. The caller closes it."""
+    return open_client(host, port, timeout_secs, read_secret(conf), client_tls(conf))
+
+
+def upload_file(client: Any, path: str | os.PathLike[str], chunk_bytes: int = 1024 * 1024) -> str:
+    """Upload one file with beginFileUpload/uploadChunk/finishFileUpload; returns its location."""
+    location = client.beginFileUpload()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(chunk_bytes), b""):
+            client.uploadChunk(location, chunk)
+    client.finishFileUpload(location)
+    return location
+
+
 @contextlib.contextmanager
-def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Iterator[Any]:
+def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS,
+            leader_wait_secs: float | None = None) -> Iterator[Any]:
     """Yield a Nimbus client for the first reachable seed; close it afterwards.
 
     Connection failures become ``UserError`` naming every address tried. A connection that
     breaks in the middle of a call (Nimbus died) also becomes a ``UserError``; Thrift
     exceptions declared by the IDL (NotAliveException, ...) propagate unchanged.
+    ``leader_wait_secs`` (default ``nimbus.leader.wait.secs``): how long to wait for a leader.
     """
-    client = find_leader(conf, timeout_secs)
+    client = find_leader(conf, timeout_secs, leader_wait_secs)
     try:
         yield client
     except (TTransportException, socket.timeout, ConnectionError, ssl.SSLError) as exc:
@@ -102,11 +127,41 @@ def connect(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS)
             client.close()
 
 
-def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS) -> Any:
+def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_SECS,
+                leader_wait_secs: float | None = None) -> Any:
     """A client connected to the leader Nimbus, found by asking the seeds in order (Storm's
     ``NimbusClient.getConfiguredClient``): a seed names the leader (``getLeader``) and, when the
-    leader is another Nimbus, the client connects there. ``UserError`` when no seed answers or
-    none knows a reachable leader (Storm's NimbusLeaderNotFoundException)."""
+    leader is another Nimbus, the client connects there. When seeds answer but none knows a
+    reachable leader, ask again for up to ``leader_wait_secs`` (default
+    ``nimbus.leader.wait.secs``), printing one line that it waits. ``UserError`` when no seed
+    answers, or still no leader then (Storm's NimbusLeaderNotFoundException)."""
+    if leader_wait_secs is None:
+        leader_wait_secs = float(conf.get(NIMBUS_LEADER_WAIT_SECS.name, NIMBUS_LEADER_WAIT_SECS.default) or 0)
+    deadline = time.monotonic() + max(0.0, leader_wait_secs)
+    told = False
+    while True:
+        try:
+            return _find_leader_once(conf, timeout_secs)
+        except _NoLeaderYet as exc:
+            if time.monotonic() >= deadline:
+                raise UserError(str(exc)) from None
+            if not told:
+                told = True
+                sys.stderr.write(f"Waiting up to {leader_wait_secs:g}s for a leader Nimbus "
+                                 f"(nimbus.leader.wait.secs): {exc.short}\n")
+                sys.stderr.flush()
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+class _NoLeaderYet(Exception):
+    """Nimbus daemons answer but none leads (yet)."""
+
+    def __init__(self, message: str, short: str) -> None:
+        super().__init__(message)
+        self.short = short
+
+
+def _find_leader_once(conf: Mapping[str, Any], timeout_secs: float) -> Any:
     addresses = nimbus_addresses(conf)
     secret = read_secret(conf)
     tls = client_tls(conf)
@@ -154,8 +209,9 @@ def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_S
     if not reached:
         raise UserError(f"cannot reach Nimbus at {', '.join(reasons)}; is `stormpy nimbus` running? "
                         f"(check nimbus.seeds and nimbus.thrift.port)")
-    raise UserError(f"could not find a leader Nimbus from the seed hosts: {', '.join(reasons)} "
-                    f"(a failover takes up to storm.zookeeper.session.timeout; check nimbus.seeds)")
+    raise _NoLeaderYet(f"could not find a leader Nimbus from the seed hosts: {', '.join(reasons)} "
+                       f"(a failover takes up to storm.zookeeper.session.timeout; check nimbus.seeds)",
+                       ", ".join(reasons))
 
 
 def _close(client: Any) -> None:

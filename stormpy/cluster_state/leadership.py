@@ -21,7 +21,7 @@ import logging
 import threading
 from typing import Any
 
-from kazoo.exceptions import KazooException, LockTimeout
+from kazoo.exceptions import KazooException, LockTimeout, NoNodeError
 
 from stormpy import zk_layout
 from stormpy.cluster_state.session import ZkSession
@@ -84,6 +84,27 @@ class Leadership:
         contenders = self.session.zk.Lock(zk_layout.LEADER_LOCK).contenders()
         return str(contenders[0]) if contenders else None
 
+    def take_over_stale(self, identifier: str, session_id: int) -> bool:
+        """Delete lock nodes that ``identifier`` created with the ZooKeeper session ``session_id``,
+        which the caller knows is its own dead previous incarnation (see NimbusDaemon): that
+        session would otherwise keep the lock until it expires. Other nodes are left alone, so
+        a standby already in line is next, as it would be after the expiry. True when one went."""
+        if session_id == self.session.session_id:
+            return False
+        took = False
+        for child in self.session.children(zk_layout.LEADER_LOCK):
+            path = f"{zk_layout.LEADER_LOCK}/{child}"
+            try:
+                data, stat = self.session.call(self.session.zk.get, path)
+            except NoNodeError:
+                continue
+            if data.decode(errors="replace") == identifier and stat.ephemeralOwner == session_id:
+                self.session.delete(path)
+                log.warning("removed %s: the leader lock of this Nimbus's previous incarnation (ZooKeeper "
+                            "session 0x%x, not yet expired)", path, session_id)
+                took = True
+        return took
+
     def is_leader(self) -> bool:
         """True while this client holds ``/leader-lock`` on a live, connected session."""
         with self._mutex:
@@ -95,6 +116,30 @@ class Leadership:
         if self._competed and not self.is_leader():
             state = "not connected to ZooKeeper" if not self.session.is_connected() else "not the leader"
             raise NotLeaderError(f"refusing to {what}: this Nimbus ({self._identifier or 'released'}) is {state}")
+
+    def fence(self, what: str) -> str | None:
+        """The path of the lock node this client leads with, for a write to check atomically;
+        None for clients that never competed (no check); NotLeaderError when not the leader.
+
+        A leader-only write is one ZooKeeper transaction: "this node still exists" plus the
+        write. The node is ephemeral, so once this leader's session ended (and a successor could
+        lead) every attempt of the write fails, also one kazoo's retry sends after a reconnection.
+        """
+        if not self._competed:
+            return None
+        with self._mutex:
+            lock = self._lock
+        node = getattr(lock, "node", None)
+        if lock is None or node is None or not lock.is_acquired or not self.session.is_connected():
+            self.check_writer(what)   # raises with the precise reason
+            raise NotLeaderError(f"refusing to {what}: this Nimbus ({self._identifier or 'released'}) "
+                                 "is not the leader")
+        return f"{lock.path}/{node}"
+
+    def fence_lost(self, what: str, fence: str) -> NotLeaderError:
+        return NotLeaderError(f"refusing to {what}: the leadership of this Nimbus "
+                              f"({self._identifier or 'released'}) ended (its lock node {fence} is gone); "
+                              "its successor's state stands")
 
     def release(self) -> None:
         """Give up leadership (and stop competing); writes stay refused afterwards."""

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from stormpy.config import (
@@ -332,6 +332,36 @@ class ZkSession:
                 self.call(self.zk.create, path, data, makepath=True)
             except NodeExistsError:
                 self.call(self.zk.set, path, data)
+
+    def write_fenced(self, fence: str, path: str, data: bytes | None) -> bool:
+        """Set (create) ``path`` to ``data``, or delete it when ``data`` is None, in one
+        transaction that first checks that the node ``fence`` exists. False (nothing written)
+        when it does not. Each attempt of the command retry builds the transaction anew, so a
+        write retried after a reconnection checks the fence again (Leadership.fence)."""
+        def attempt() -> bool:
+            for _ in range(10):   # the node appeared or vanished between exists() and commit
+                exists = self.zk.exists(path) is not None
+                if data is None and not exists:
+                    return self.zk.exists(fence) is not None
+                tx = self.zk.transaction()
+                tx.check(fence, -1)
+                if data is None:
+                    tx.delete(path)
+                elif exists:
+                    tx.set_data(path, data)
+                else:
+                    tx.create(path, data)
+                fenced, written = tx.commit()
+                if isinstance(fenced, NoNodeError):
+                    return False
+                if isinstance(written, (NoNodeError, NodeExistsError)):
+                    continue
+                for result in (written, fenced):   # the failed op's error, not RolledBackError
+                    if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                        raise result
+                return True
+            raise KazooException(f"{path} keeps changing under a fenced write")
+        return self.call(attempt)
 
     def children(self, path: str) -> list[str]:
         """Sorted child names of ``path`` ([] when it does not exist)."""

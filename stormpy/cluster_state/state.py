@@ -21,6 +21,7 @@ so a later RPC path (worker -> supervisor -> Nimbus, as in Storm 2) can replace 
 """
 from __future__ import annotations
 
+import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -151,17 +152,29 @@ class ClusterState:
     def _get_struct(self, path: str, cls: type[T]) -> T | None:
         return _decode(cls, self.get_data(path), path)
 
+    def _leader_write(self, what: str, path: str, data: bytes | None) -> None:
+        """A leader-only write (``data`` None: delete), fenced by the leader lock node: it lands
+        only while this client's leadership lasts, also when kazoo retries it after a
+        reconnection (a deposed leader cannot overwrite its successor's state). Clients that
+        never competed for leadership write plainly."""
+        fence = self.leadership.fence(what)
+        if fence is None:
+            if data is None:
+                self.delete(path)
+            else:
+                self.set_data(path, data)
+        elif not self.session.write_fenced(fence, path, data):
+            raise self.leadership.fence_lost(what, fence)
+
     # ------------------------------------------------------------ /storms
     def storm_base(self, topology_id: str) -> storm.StormBase | None:
         return self._get_struct(zk_layout.storm(topology_id), storm.StormBase)
 
     def set_storm_base(self, topology_id: str, base: storm.StormBase) -> None:
-        self.leadership.check_writer(f"write the StormBase of {topology_id}")
-        self.set_data(zk_layout.storm(topology_id), serialize(base))
+        self._leader_write(f"write the StormBase of {topology_id}", zk_layout.storm(topology_id), serialize(base))
 
     def remove_storm_base(self, topology_id: str) -> None:
-        self.leadership.check_writer(f"remove the StormBase of {topology_id}")
-        self.delete(zk_layout.storm(topology_id))
+        self._leader_write(f"remove the StormBase of {topology_id}", zk_layout.storm(topology_id), None)
 
     def active_storms(self) -> list[str]:
         """Ids of all topologies with a StormBase (whatever their status)."""
@@ -183,12 +196,11 @@ class ClusterState:
         return _normalize_assignment(self._get_struct(zk_layout.assignment(topology_id), storm.Assignment))
 
     def set_assignment(self, topology_id: str, assignment: storm.Assignment) -> None:
-        self.leadership.check_writer(f"write the assignment of {topology_id}")
-        self.set_data(zk_layout.assignment(topology_id), serialize(assignment))
+        self._leader_write(f"write the assignment of {topology_id}", zk_layout.assignment(topology_id),
+                           serialize(assignment))
 
     def remove_assignment(self, topology_id: str) -> None:
-        self.leadership.check_writer(f"remove the assignment of {topology_id}")
-        self.delete(zk_layout.assignment(topology_id))
+        self._leader_write(f"remove the assignment of {topology_id}", zk_layout.assignment(topology_id), None)
 
     def assignment_ids(self) -> list[str]:
         return self.children(zk_layout.ASSIGNMENTS_ROOT)
@@ -301,6 +313,78 @@ class ClusterState:
         self.leadership.check_writer(f"remove the errors of {topology_id}")
         self.delete(zk_layout.errors(topology_id), recursive=True)
 
+    # ------------------------------------------------------------ /code, /code-requests, /code-failures
+    def set_code_digests(self, topology_id: str, digests: Mapping[str, str]) -> None:
+        """Record the SHA-256 of each code file (Nimbus, at submit); a copy must match them."""
+        self._leader_write(f"record the code digests of {topology_id}", zk_layout.code(topology_id),
+                           json.dumps({"sha256": dict(digests)}, sort_keys=True).encode())
+
+    def code_digests(self, topology_id: str) -> dict[str, str]:
+        """file name -> SHA-256 hex recorded at submit; {} for topologies submitted without one."""
+        data = self.get_data(zk_layout.code(topology_id))
+        try:
+            found = json.loads(data or b"{}").get("sha256") or {}
+        except (ValueError, AttributeError):
+            log.warning("ignoring undecodable code digests of %s", topology_id)
+            return {}
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+    def code_digest_ids(self) -> list[str]:
+        return self.children(zk_layout.CODE_ROOT)
+
+    def remove_code_digests(self, topology_id: str) -> None:
+        self._leader_write(f"remove the code digests of {topology_id}", zk_layout.code(topology_id), None)
+
+    def set_code_request(self, host_port: str, topology_ids: list[str]) -> None:
+        """Ephemeral: the Nimbus at ``host_port`` lacks these topologies' code ([] withdraws it)."""
+        path = zk_layout.code_request(host_port)
+        if topology_ids:
+            self.session.set_ephemeral(path, json.dumps(sorted(topology_ids)).encode())
+        else:
+            self.session.remove_ephemeral(path)
+
+    def code_requests(self) -> dict[str, list[str]]:
+        """Nimbus ``host:port`` -> the topology ids whose code it asks supervisors for."""
+        result = {}
+        for host_port in self.children(zk_layout.CODE_REQUESTS_ROOT):
+            try:
+                ids = json.loads(self.get_data(zk_layout.code_request(host_port)) or b"[]")
+            except ValueError:
+                continue
+            if isinstance(ids, list):
+                result[host_port] = [str(i) for i in ids]
+        return result
+
+    def set_code_failure(self, topology_id: str, supervisor_id: str, text: str | None) -> None:
+        """Ephemeral: why this supervisor cannot use the topology's code (None clears it)."""
+        path = zk_layout.code_failure(topology_id, supervisor_id)
+        if text is None:
+            self.session.remove_ephemeral(path)
+        else:
+            self.session.set_ephemeral(path, text.encode())
+
+    def code_failures(self) -> dict[str, list[str]]:
+        """topology id -> what supervisors report about its code archive (only topologies with reports)."""
+        result: dict[str, list[str]] = {}
+        for topology_id in self.children(zk_layout.CODE_FAILURES_ROOT):
+            texts = [(self.get_data(zk_layout.code_failure(topology_id, sup)) or b"").decode(errors="replace")
+                     for sup in self.children(zk_layout.code_failures(topology_id))]
+            texts = [t for t in texts if t]
+            if texts:
+                result[topology_id] = texts
+        return result
+
+    def code_failure_reporters(self, topology_id: str) -> list[str]:
+        """Supervisor ids that report a failed code archive of this topology now."""
+        return self.children(zk_layout.code_failures(topology_id))
+
+    def code_failure_ids(self) -> list[str]:
+        return self.children(zk_layout.CODE_FAILURES_ROOT)
+
+    def teardown_code_failures(self, topology_id: str) -> None:
+        self.leadership.check_writer(f"remove the code failure reports of {topology_id}")
+        self.delete(zk_layout.code_failures(topology_id), recursive=True)
+
     # ------------------------------------------------------------ whole topology
     def remove_topology(self, topology_id: str) -> None:
         """Remove everything ZooKeeper holds about a topology (assignment first: workers stop)."""
@@ -308,6 +392,8 @@ class ClusterState:
         self.remove_storm_base(topology_id)
         self.teardown_heartbeats(topology_id)
         self.teardown_errors(topology_id)
+        self.remove_code_digests(topology_id)
+        self.teardown_code_failures(topology_id)
 
     # ------------------------------------------------------------ Nimbus registration, leadership
     def register_nimbus(self, host_port: str, summary: storm.NimbusSummary) -> None:
@@ -334,6 +420,10 @@ class ClusterState:
     def leader(self) -> str | None:
         """``host:port`` of the Nimbus holding ``/leader-lock`` (any session), None when nobody does."""
         return self.leadership.current_leader()
+
+    def take_over_stale_leadership(self, identifier: str, session_id: int) -> bool:
+        """Drop the lock nodes of this Nimbus's own dead previous incarnation (Leadership.take_over_stale)."""
+        return self.leadership.take_over_stale(identifier, session_id)
 
     def release_leadership(self) -> None:
         self.leadership.release()

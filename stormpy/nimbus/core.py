@@ -58,6 +58,8 @@ class Nimbus:
         self._code: dict[str, tuple[storm.StormTopology, dict[str, Any]]] = {}
         # True while this Nimbus leads and has recovered (startup done); leader-only RPCs check it.
         self.leader_ready = False
+        # ha.CodeRecovery (set by the daemon): accepts supervisors' copies of missing code.
+        self.recovery: Any = None
         # During a monitor round: the supervisors and assignments read once at its start, so the
         # round costs O(supervisors + topologies) reads, not O(topologies x supervisors) (Storm's
         # mk-assignments reads them once per round too). None outside a round.
@@ -85,7 +87,9 @@ class Nimbus:
         topology = self.files.read_topology(topology_id)
         conf_json = self.files.read_conf_json(topology_id)
         if topology is None or conf_json is None:
-            raise storm.NotAliveException(msg=f"topology {topology_id!r} has no code on this Nimbus")
+            raise storm.NotAliveException(
+                msg=f"topology {topology_id!r} has no code on this Nimbus (CODE MISSING: it is kept and its "
+                    "code is being recovered from the supervisors; see `stormpy list`)")
         cached = (topology, json.loads(conf_json))
         self._code[topology_id] = cached
         return cached
@@ -115,6 +119,9 @@ class Nimbus:
             self.files.setup_stormdist(topology_id, upload, topology, topology_conf)
             try:
                 self._code[topology_id] = (topology, topology_conf)
+                # Before anything that makes the topology live: a copy offered back by a
+                # supervisor after a loss of this stormdist must match these (CodeRecovery).
+                self.state.set_code_digests(topology_id, self.files.code_digests(topology_id))
                 self.state.setup_heartbeats(topology_id)
                 plan = build_plan(topology, topology_conf, topology_id, name)
                 status = (tr.Status.INACTIVE if initial_status == storm.TopologyInitialStatus.INACTIVE
@@ -350,7 +357,10 @@ class Nimbus:
         log.info("removed topology %s", topology_id)
 
     def startup(self) -> None:
-        """Clean orphans both ways, then send ``startup`` to every topology (reschedules delays)."""
+        """Remove code without a StormBase, then send ``startup`` to every topology (reschedules
+        delays). A topology whose code is missing here is never removed for that: it is kept,
+        its assignment (and so its workers) untouched, and ``ha.CodeRecovery`` gets the code
+        back from a supervisor; until then it cannot be rescheduled or rebalanced."""
         with self.lock:
             self.files.cleanup_temporaries()
             bases = set(self.state.active_storms())
@@ -359,11 +369,27 @@ class Nimbus:
                 log.info("removing orphaned code of %s (no StormBase in ZooKeeper)", topology_id)
                 self.remove_topology(topology_id)
             for topology_id in sorted(bases - code):
-                log.warning("removing topology %s: its StormBase exists but its code is gone from %s",
-                            topology_id, self.files.stormdist_root)
-                self.remove_topology(topology_id)
-            for topology_id in sorted(bases & code):
+                log.error("CODE MISSING: topology %s has a StormBase but no code in %s; keeping it (its "
+                          "workers keep running) and asking the supervisors for the code",
+                          topology_id, self.files.stormdist_root)
+            for topology_id in sorted(bases):
+                base = self.state.storm_base(topology_id)
+                if topology_id in code or (base is not None and base.status == tr.Status.KILLED):
+                    self.transition(topology_id, tr.Event.STARTUP)   # a kill's removal needs no code
+
+    def code_recovered(self, topology_id: str) -> None:
+        """The code of a kept topology is back (CodeRecovery): resume a rebalance it was waiting for."""
+        with self.lock:
+            self._code.pop(topology_id, None)
+            if not self.leader_ready:
+                return
+            base = self.state.storm_base(topology_id)
+            if base is not None and base.status == tr.Status.REBALANCING:
                 self.transition(topology_id, tr.Event.STARTUP)
+
+    def missing_code(self, topology_ids: list[str]) -> list[str]:
+        """Those of ``topology_ids`` whose code this Nimbus does not hold."""
+        return [t for t in topology_ids if not self.files.has_code(t)]
 
     def monitor(self) -> None:
         """One monitor round: reassign timed-out executors, clean state of vanished topologies."""
@@ -391,6 +417,10 @@ class Nimbus:
         for topology_id in set(self.state.assignment_ids()) - live:
             log.info("cleaning assignment of vanished topology %s", topology_id)
             self.state.remove_assignment(topology_id)
+        for topology_id in set(self.state.code_digest_ids()) - live:
+            self.state.remove_code_digests(topology_id)
+        for topology_id in set(self.state.code_failure_ids()) - live:
+            self.state.teardown_code_failures(topology_id)
         for topology_id in set(self.heartbeats.topologies()) - live:
             self.heartbeats.forget(topology_id)
 

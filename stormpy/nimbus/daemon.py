@@ -22,7 +22,7 @@ from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.nimbus.core import Nimbus
 from stormpy.nimbus.files import NimbusFiles
-from stormpy.nimbus.ha import CodeReplicator, LeaderElector
+from stormpy.nimbus.ha import CodeRecovery, CodeReplicator, LeaderElector, LeaderMemo
 from stormpy.nimbus.monitor import EventTimer, NimbusMonitor
 from stormpy.nimbus.server import NimbusHandler, ThriftServer, nimbus_summary
 from stormpy.signals import StopOnSignals
@@ -50,6 +50,7 @@ class NimbusDaemon:
         self.nimbus: Nimbus | None = None
         self.monitor: NimbusMonitor | None = None
         self.elector: LeaderElector | None = None
+        self.memo: LeaderMemo | None = None
 
     def start(self) -> None:
         """Connect, serve reads as a standby, and compete for leadership on the "nimbus-ha" thread.
@@ -62,20 +63,18 @@ class NimbusDaemon:
         files.cleanup_temporaries()
         self.timer = EventTimer().start()
         self.nimbus = Nimbus(self.conf, self.state, files, self.timer.schedule)
-        from stormpy.client.nimbus_client import client_tls
-
-        replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf), client_tls(self.conf))
-        self.elector = LeaderElector(self.state, replicator, self.host_port, self.conf[cfg.NIMBUS_CODE_SYNC_FREQ_SECS],
-                                     self._on_leader, self._on_standby, self.stop_event)
-        # Lead at once when the lock is free (the usual single-Nimbus start): recovery then ends
-        # before the port opens, so no client sees a Nimbus without a leader.
-        try:
-            self.elector.step(acquire_timeout=0)
-        except Exception as exc:  # noqa: BLE001 - the leader unreachable for a sync: the HA thread retries
-            log.warning("first leadership round failed (the HA thread retries): %s", exc)
         from stormpy import tls
+        from stormpy.client.nimbus_client import client_tls
         from stormpy.nimbus.authz import Policy
 
+        replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf), client_tls(self.conf))
+        recovery = CodeRecovery(self.state, files, self.host_port)
+        recovery.on_recovered = self.nimbus.code_recovered
+        self.nimbus.recovery = recovery
+        self.memo = LeaderMemo(files.root, self.host_port)
+        self.elector = LeaderElector(self.state, replicator, self.host_port, self.conf[cfg.NIMBUS_CODE_SYNC_FREQ_SECS],
+                                     self._on_leader, self._on_standby, self.stop_event, recovery,
+                                     on_leading=self._remember_leader_session)
         policy = Policy(self.conf, enforce=tls.client_auth_required(self.conf, "nimbus.thrift"))
         server_tls = tls.server_context(self.conf, "nimbus.thrift") if tls.enabled(self.conf, "nimbus.thrift") else None
         self.server = ThriftServer(NimbusHandler(self.nimbus, self.host_port, policy), cfg.local_bind_host(self.conf),
@@ -86,15 +85,41 @@ class NimbusDaemon:
                                    max_buffered_bytes=self.conf[cfg.NIMBUS_THRIFT_MAX_BUFFERED_BYTES],
                                    secret=read_secret(self.conf), tls=server_tls)
         try:
-            self.server.start()
+            self.server.bind()     # before taking over a stale lock: this process holds the port
         except OSError as exc:
             raise UserError(f"Nimbus cannot listen on port {self.port}: {exc.strerror or exc} "
                             "(another Nimbus running? set nimbus.thrift.port)") from None
+        self._take_over_own_stale_lock()
+        # Lead at once when the lock is free (the usual single-Nimbus start): recovery then ends
+        # before the port serves, so no client sees a Nimbus without a leader.
+        try:
+            self.elector.step(acquire_timeout=0)
+        except Exception as exc:  # noqa: BLE001 - the leader unreachable for a sync: the HA thread retries
+            log.warning("first leadership round failed (the HA thread retries): %s", exc)
+        self.server.start()
         if not self.elector.leading:
             self._register(is_leader=False)
         self.elector.start()
         log.info("Nimbus %s is serving as %s (local dir %s)", self.host_port,
                  "the leader" if self.elector.leading else "a standby until it leads", files.root)
+
+    def _take_over_own_stale_lock(self) -> None:
+        """After a crash, our previous incarnation's lock node would block leadership until its
+        session expires; remove it when it provably is ours (LeaderMemo), keeping HA's rules: a
+        standby in line still goes first, and the code check of ``LeaderElector`` still applies."""
+        assert self.state is not None and self.memo is not None
+        previous = self.memo.previous()
+        if previous is None:
+            return
+        try:
+            if self.state.take_over_stale_leadership(self.host_port, previous):
+                log.info("Nimbus %s takes over from its own previous incarnation at once", self.host_port)
+        except Exception as exc:  # noqa: BLE001 - then the old session's expiry frees the lock, as before
+            log.warning("could not remove the previous incarnation's leader lock: %s", exc)
+
+    def _remember_leader_session(self) -> None:
+        assert self.state is not None and self.memo is not None
+        self.memo.remember(self.state.session_id)
 
     def _register(self, is_leader: bool) -> None:
         assert self.state is not None
@@ -103,6 +128,7 @@ class NimbusDaemon:
     def _on_leader(self) -> None:
         """The "nimbus-ha" thread, on winning the lock: recover, then start the monitor (once)."""
         assert self.nimbus is not None and self.timer is not None
+        self._remember_leader_session()
         self.nimbus.startup()
         self.nimbus.leader_ready = True
         self._register(is_leader=True)

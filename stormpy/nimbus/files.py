@@ -16,6 +16,7 @@ Thrift server calls these methods from one thread per connection.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -53,6 +54,7 @@ class _Stream:
     handle: IO[bytes]
     touched: float = field(default_factory=time.monotonic)
     size: int = 0
+    digest: Any = field(default_factory=hashlib.sha256)   # of the bytes written (uploads)
 
 
 class NimbusFiles:
@@ -94,16 +96,25 @@ class NimbusFiles:
                 raise illegal(f"upload exceeds nimbus.file.upload.max.bytes ({self.max_upload_bytes} bytes); "
                               "it was discarded")
             stream.handle.write(chunk)
+            stream.digest.update(chunk)
             stream.size += len(chunk)
             stream.touched = self._clock()
 
-    def finish_upload(self, location: str) -> None:
+    def finish_upload(self, location: str) -> str:
+        """Close the upload; returns the SHA-256 (hex) of its bytes."""
         with self._lock:
             stream = self._uploads.pop(location, None)
             if stream is None:
                 raise illegal("unknown or expired upload location; call beginFileUpload first")
             stream.handle.close()
         log.info("upload finished: %s (%d bytes)", location, stream.size)
+        return stream.digest.hexdigest()
+
+    def discard_upload(self, location: str) -> None:
+        """Delete a finished upload of the inbox (one that no submit or recovery will use)."""
+        path = Path(location)
+        if path.parent == self.inbox and _UPLOAD_NAME.match(path.name):
+            path.unlink(missing_ok=True)
 
     def _abort(self, location: str, stream: _Stream) -> None:
         self._uploads.pop(location, None)
@@ -145,6 +156,37 @@ class NimbusFiles:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return target
+
+    def has_code(self, topology_id: str) -> bool:
+        return (self.stormdist(topology_id) / CONF_FILE).is_file()
+
+    def code_digests(self, topology_id: str) -> dict[str, str]:
+        """SHA-256 (hex) of each code file in ``stormdist/<id>``: recorded in ZooKeeper at submit,
+        so that a copy a supervisor offers back after a loss can be checked byte for byte."""
+        return {name: _sha256(self.stormdist(topology_id) / name) for name in (CODE_FILE, TOPOLOGY_FILE, CONF_FILE)}
+
+    def adopt_recovered(self, topology_id: str, name: str, upload: Path, expected: dict[str, str]) -> bool:
+        """Move a finished upload whose digest matched ``expected[name]`` into the topology's
+        recovery directory; once all three files are there (and the archive passes
+        ``check_code_archive``), it becomes ``stormdist/<id>``. True when the code is complete."""
+        if name not in (CODE_FILE, TOPOLOGY_FILE, CONF_FILE):
+            raise ValueError(f"not a code file: {name!r}")
+        staging = self.stormdist_root / f".tmp-recover-{self.stormdist(topology_id).name}"
+        staging.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(upload), staging / name)
+        names = (CODE_FILE, TOPOLOGY_FILE, CONF_FILE)
+        if not all((staging / n).is_file() for n in names):
+            return False
+        if any(_sha256(staging / n) != expected.get(n) for n in names):   # re-checked on disk
+            shutil.rmtree(staging, ignore_errors=True)
+            return False
+        check_code_archive(staging / CODE_FILE)
+        target = self.stormdist(topology_id)
+        if target.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+            return True
+        os.rename(staging, target)
+        return True
 
     def read_topology(self, topology_id: str) -> storm.StormTopology | None:
         try:
@@ -250,6 +292,14 @@ class NimbusFiles:
         if removed:
             log.info("deleted %d expired uploads from %s", len(removed), self.inbox)
         return removed
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def check_code_archive(path: Path) -> None:

@@ -36,6 +36,7 @@ import struct
 import threading
 import time
 from io import BytesIO
+from pathlib import Path
 from typing import Any
 
 from thriftpy2.protocol.binary import TBinaryProtocol  # pure Python: reads from our bounded frame
@@ -146,17 +147,32 @@ class NimbusHandler:
         self.nimbus.rebalance(name, options or storm.RebalanceOptions())
 
     # ------------------------------------------------------------ files
+    def _recovering(self) -> bool:
+        """This Nimbus asks supervisors for missing code (ha.CodeRecovery): uploads are welcome
+        even on a standby, and only those matching a recorded digest are kept there."""
+        recovery = self.nimbus.recovery
+        return recovery is not None and recovery.wants_uploads()
+
     def beginFileUpload(self) -> str:
-        self._leader_only("beginFileUpload")
+        if not self._recovering():
+            self._leader_only("beginFileUpload")
         return self.files.begin_upload()
 
     def uploadChunk(self, location: str, chunk: bytes) -> None:
-        self._leader_only("uploadChunk")
+        if not self._recovering():
+            self._leader_only("uploadChunk")
         self.files.upload_chunk(location, chunk if isinstance(chunk, bytes) else bytes(chunk or b""))
 
     def finishFileUpload(self, location: str) -> None:
-        self._leader_only("finishFileUpload")
-        self.files.finish_upload(location)
+        recovering = self._recovering()
+        if not recovering:
+            self._leader_only("finishFileUpload")
+        digest = self.files.finish_upload(location)
+        if recovering and self.nimbus.recovery.offer(Path(location), digest):
+            return
+        if not (self.nimbus.leader_ready and self.nimbus.state.is_leader()):
+            self.files.discard_upload(location)   # a standby keeps only code it asked for
+            self._leader_only("finishFileUpload")
 
     def beginFileDownload(self, file: str) -> str:
         return self.files.begin_download(file)
@@ -172,7 +188,9 @@ class NimbusHandler:
         topology_id = self._existing_id(id)
         conf = self.files.read_conf_json(topology_id)
         if conf is None:
-            raise not_alive(id)
+            raise storm.NotAliveException(
+                msg=f"the code of topology {id!r} is missing on Nimbus {self.host_port} (CODE MISSING: it is "
+                    "kept and its code is being recovered from the supervisors; see `stormpy list`)")
         conf = self._with_rebalanced_workers(topology_id, conf)
         return conf if self._caller_sees_credentials(topology_id) else _redacted_json(conf)
 
@@ -231,6 +249,8 @@ class NimbusHandler:
         """The NimbusSummary of the Nimbus holding ``/leader-lock`` (``isLeader``); when nobody
         holds it, this Nimbus's own summary with ``isLeader`` false (clients then try other seeds)."""
         leader = self.nimbus.state.leader()
+        if leader == self.host_port and not (self.nimbus.leader_ready and self.nimbus.state.is_leader()):
+            leader = None   # our own previous incarnation's stale lock (or recovery not done): no leader yet
         if leader is not None:
             for summary in self.getClusterInfo().nimbuses or []:
                 if f"{summary.host}:{summary.port}" == leader:
@@ -247,11 +267,30 @@ class NimbusHandler:
         if base is None:
             raise not_alive(id)
         summary = self._topology_summary(topology_id, base, self.nimbus.state.assignment(topology_id),
-                                         self.nimbus.now_secs())
+                                         self.nimbus.now_secs(), self._code_problems([topology_id]))
+        try:
+            conf = self.getTopologyConf(topology_id)
+        except storm.NotAliveException:
+            conf = None    # its code is missing here: the page still shows why
         return storm.TopologyPageInfo(id=topology_id, name=summary.name, uptime_secs=summary.uptime_secs,
                                       status=summary.status, num_tasks=summary.num_tasks,
                                       num_workers=summary.num_workers, num_executors=summary.num_executors,
-                                      topology_conf=self.getTopologyConf(topology_id), owner=base.owner or "")
+                                      topology_conf=conf, owner=base.owner or "",
+                                      sched_status=summary.sched_status)
+
+    def _code_problems(self, topology_ids: list[str]) -> dict[str, str]:
+        """topology id -> why it is not fully served: its code missing on this Nimbus, or a
+        supervisor refusing its code archive (``TopologySummary.sched_status``, Storm's field)."""
+        problems = {}
+        for topology_id in self.nimbus.missing_code(topology_ids):
+            problems[topology_id] = (f"CODE MISSING on Nimbus {self.host_port}: topology kept, workers keep "
+                                     "running; waiting for a supervisor's copy (or an operator)")
+        failures = self.nimbus.state.code_failures() if topology_ids else {}
+        for topology_id in topology_ids:
+            if topology_id in failures:
+                text = "; ".join(failures[topology_id])
+                problems[topology_id] = f"{problems[topology_id]}; {text}" if topology_id in problems else text
+        return problems
 
     def getComponentPageInfo(self, topology_id: str, component_id: str, window: str, is_include_sys: bool) -> Any:
         info = self.getTopologyInfo(topology_id)
@@ -280,9 +319,11 @@ class NimbusHandler:
                                     logviewer_port=info.logviewer_port)
             for sid, info in sorted(state.supervisors().items())]
         topologies = []
-        for topology_id, base in sorted(state.storm_bases().items()):
+        bases = state.storm_bases()
+        problems = self._code_problems(sorted(bases))
+        for topology_id, base in sorted(bases.items()):
             assignment = assignments.get(topology_id)
-            topologies.append(self._topology_summary(topology_id, base, assignment, now))
+            topologies.append(self._topology_summary(topology_id, base, assignment, now, problems))
         leader = state.leader()   # the lock holder, not the registrations' (possibly stale) flags
         nimbuses = [storm.NimbusSummary(host=hp.rpartition(":")[0], port=int(hp.rpartition(":")[2] or 0),
                                         uptime_secs=now - self.nimbus.started_secs if hp == self.host_port
@@ -291,14 +332,16 @@ class NimbusHandler:
         return storm.ClusterSummary(supervisors=supervisors, nimbus_uptime_secs=now - self.nimbus.started_secs,
                                     topologies=topologies, nimbuses=nimbuses)
 
-    def _topology_summary(self, topology_id: str, base: Any, assignment: Any, now: int) -> Any:
+    def _topology_summary(self, topology_id: str, base: Any, assignment: Any, now: int,
+                          problems: dict[str, str] | None = None) -> Any:
         executors = (assignment.executor_node_port or {}) if assignment else {}
         slots = {(ni.node, p) for ni in executors.values() for p in ni.port}
         num_tasks = sum(info.task_end - info.task_start + 1 for info in executors)
         return storm.TopologySummary(id=topology_id, name=base.name, num_tasks=num_tasks,
                                      num_executors=len(executors), num_workers=len(slots),
                                      uptime_secs=max(0, now - int(base.launch_time_secs or now)),
-                                     status=tr.Status(base.status).name, owner=base.owner)
+                                     status=tr.Status(base.status).name, owner=base.owner,
+                                     sched_status=(problems or {}).get(topology_id))
 
     def getTopologyInfo(self, id: str) -> Any:  # noqa: A002
         topology_id = self._existing_id(id)
@@ -306,7 +349,10 @@ class NimbusHandler:
         base = state.storm_base(topology_id)
         if base is None:
             raise not_alive(id)
-        plan = self.nimbus.plan(topology_id, base)
+        try:
+            task_component = self.nimbus.plan(topology_id, base).task_component
+        except storm.NotAliveException:   # code missing here (CodeRecovery): still show workers and errors
+            task_component = {}
         assignment = state.assignment(topology_id)
         beats = state.worker_heartbeats(topology_id)
         summaries = []
@@ -318,7 +364,7 @@ class NimbusHandler:
             stats = (beat.executor_stats or {}).get(info) if beat else None
             uptime = int(beat.uptime_secs) if beat else max(0, now - int(starts.get(info, now)))
             summaries.append(storm.ExecutorSummary(
-                executor_info=info, component_id=plan.task_component.get(info.task_start, "?"),
+                executor_info=info, component_id=task_component.get(info.task_start, "?"),
                 host=assignment.node_host.get(node_info.node, node_info.node), port=port,
                 uptime_secs=uptime, stats=stats))
         return storm.TopologyInfo(id=topology_id, name=base.name,
@@ -471,13 +517,23 @@ class ThriftServer:
         self._sock: socket.socket | None = None
         self._thread = threading.Thread(target=self._accept_loop, name="nimbus-thrift", daemon=True)
 
+    def bind(self) -> "ThriftServer":
+        """Hold the port (connections queue) without serving yet; ``start`` serves."""
+        if self._sock is None:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.host, self.port))
+            except OSError:
+                sock.close()
+                raise
+            sock.listen(128)
+            sock.settimeout(0.5)
+            self._sock = sock
+        return self
+
     def start(self) -> "ThriftServer":
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        sock.listen(128)
-        sock.settimeout(0.5)
-        self._sock = sock
+        self.bind()
         self._thread.start()
         log.info("Nimbus Thrift server listening on %s:%d", self.host, self.port)
         return self

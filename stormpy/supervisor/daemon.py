@@ -109,12 +109,13 @@ class Supervisor:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> "Supervisor":
-        from stormpy.client.nimbus_client import connect
+        from stormpy.client.nimbus_client import connect, open_peer
         from stormpy.cluster_state import ClusterState
 
         self.state = ClusterState(self.conf)
         self.syncer = Syncer(self.conf, self.state, self.supervisor_id, self.ports, self.lstate,
-                             lambda: connect(self.conf))
+                             lambda: connect(self.conf, leader_wait_secs=0), hostname=self.hostname,
+                             open_nimbus=lambda host, port: open_peer(self.conf, host, port))
         self._adopt_workers()
         self._start_logviewer()
         self.heartbeat()
@@ -265,8 +266,10 @@ class Supervisor:
                     self._synced.set()
                     self._step_wanted.set()
                 elif any(not self.syncer.code_ready(a.topology_id) for a in desired.values()):
-                    self._sync_wanted.set()     # a download failed: retry soon, not in 10 s
-                    self._stop.wait(1.0)
+                    # A download failed: retry when its backoff ends (1 s doubling to 60 s), not in 10 s.
+                    retry_in = self.syncer.next_retry_in(a.topology_id for a in desired.values())
+                    self._sync_wanted.wait(min(interval, max(0.5, retry_in)))
+                    continue
             except Exception as exc:  # noqa: BLE001 - ZooKeeper or Nimbus away: retry
                 log.warning("sync failed (will retry): %s", exc)
                 self._stop.wait(1.0)

@@ -126,6 +126,7 @@ def topology_summary(cs: Any) -> dict[str, Any]:
             "id": topo.id,
             "name": topo.name,
             "status": topo.status,
+            "schedulerInfo": topo.sched_status or "",     # Storm UI's key: code missing, archive refused
             "uptime": pretty_uptime(topo.uptime_secs),
             "uptimeSeconds": topo.uptime_secs,
             "tasksTotal": topo.num_tasks,

@@ -97,6 +97,13 @@ def _short(text: str, limit: int = 120) -> str:
 
 # ---------------------------------------------------------------- index
 
+def _status_cell(row: Mapping[str, Any]) -> Any:
+    """The status, and loudly what keeps the topology from being served (its code missing, ...)."""
+    if not row.get("schedulerInfo"):
+        return row["status"]
+    return Html(f'{esc(row["status"])} <span class="error">{esc(row["schedulerInfo"])}</span>')
+
+
 def render_index(cluster: Mapping[str, Any] | None, nimbuses: Mapping[str, Any] | None,
                  supervisors: Mapping[str, Any] | None, topologies: Mapping[str, Any] | None,
                  unavailable: str | None = None) -> str:
@@ -116,7 +123,7 @@ def render_index(cluster: Mapping[str, Any] | None, nimbuses: Mapping[str, Any] 
         if nimbuses else [])))
     parts.append(section("Topology Summary", table(
         ["Name", "Id", "Status", "Uptime", "Workers", "Executors", "Tasks"],
-        [[link(topology_href(t["id"]), t["name"]), t["id"], t["status"], t["uptime"], t["workersTotal"],
+        [[link(topology_href(t["id"]), t["name"]), t["id"], _status_cell(t), t["uptime"], t["workersTotal"],
           t["executorsTotal"], t["tasksTotal"]] for t in (topologies or {}).get("topologies", [])],
         empty="No topologies running")))
     parts.append(section("Supervisor Summary", table(

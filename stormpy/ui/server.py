@@ -93,7 +93,7 @@ def _default_connect(conf: Config) -> AbstractContextManager[Any]:
     from stormpy.client.nimbus_client import connect
 
     # A Nimbus that accepts but does not answer holds one request thread, for this long at most.
-    return connect(conf, timeout_secs=NIMBUS_TIMEOUT_SECS)
+    return connect(conf, timeout_secs=NIMBUS_TIMEOUT_SECS, leader_wait_secs=0)   # a page must not hang
 
 
 class UIApp:

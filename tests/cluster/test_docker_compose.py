@@ -52,3 +52,13 @@ def test_compose_config_points_at_the_services():
 def test_dockerfile_installs_stormpy():
     text = (REPO / "Dockerfile").read_text()
     assert "pip install" in text and "openjdk-17" in text
+
+
+def test_each_nimbus_keeps_its_local_dir_on_a_volume():
+    """issue 26: a Nimbus re-created without its storm.local.dir loses every topology's code."""
+    local_dir = load_config(REPO / "docker" / "storm.yaml")["storm.local.dir"]
+    spec = compose()
+    for service in ("nimbus", "nimbus2"):
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in spec["services"][service]["volumes"]}
+        assert mounts.get(local_dir) == f"{service}-local", f"{service} has no volume at {local_dir}"
+        assert f"{service}-local" in spec["volumes"]

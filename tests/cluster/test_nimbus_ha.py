@@ -3,9 +3,15 @@ supervisors, worker processes. The standby serves reads, refuses leader-only cal
 leader and replicates code; SIGKILL of the leader hands leadership to the standby within the
 ZooKeeper session timeout while the running topology keeps acking; submit, rebalance and kill
 work through the new leader; the old leader, restarted, is a standby.
+
+Issue 26 item 3: a Nimbus never deletes a live topology because it lacks the code. A failover
+one second after a submit keeps the topology listed and running and its code ends up on the new
+leader; a lone Nimbus restarted with an empty storm.local.dir keeps the topology, says CODE
+MISSING, and recovers the code from a supervisor while the workers run on.
 """
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 import time
@@ -93,9 +99,10 @@ def test_sigkill_leader_standby_takes_over_topology_keeps_acking(cluster, out_di
         killed_at = time.monotonic()
         cluster.nimbuses[0].kill(signal.SIGKILL)
         acks_at_kill = len(acked_ids(out_dir))
-        # Until the dead leader's session expires it still holds the lock: no reachable leader.
+        # Until the dead leader's session expires it still holds the lock: no reachable leader
+        # (the CLI waits for one, nimbus.leader.wait.secs; without waiting the client says so).
         with pytest.raises(UserError, match="could not find a leader Nimbus from the seed hosts"):
-            with connect(cluster.conf):
+            with connect(cluster.conf, leader_wait_secs=0):
                 pass
         assert wait_for_leader(cluster.conf, SESSION_TIMEOUT_SECS + 20, host_port=second) == second
         took = time.monotonic() - killed_at
@@ -128,3 +135,78 @@ def test_sigkill_leader_standby_takes_over_topology_keeps_acking(cluster, out_di
         assert (f"{got.host}:{got.port}", got.isLeader) == (second, True)
     finally:
         finish(cluster, name, topology_id)
+
+
+def _roles(cluster) -> tuple[int, int]:
+    """(leader index, other index) now; the other Nimbus is started again if it is down."""
+    leader = wait_for_leader(cluster.conf, 60)
+    index = [cluster.nimbus_host_port(i) for i in range(2)].index(leader)
+    other = 1 - index
+    if not cluster.nimbuses[other].is_alive():
+        cluster.start_nimbus(other, wait_leader=False)
+    return index, other
+
+
+@pytest.mark.slow
+def test_failover_one_second_after_submit_keeps_the_topology(cluster, out_dir):
+    leader, other = _roles(cluster)
+    # The standby syncs code only every 120 s (the default), so it cannot have copied the new
+    # topology from the leader: the code must come back from a supervisor.
+    cluster.nimbuses[other].stop(reason="restarted with the default code sync period")
+    cluster.nimbuses[other] = cluster.daemon("nimbus", {**cluster.nimbus_conf(other), "nimbus.code.sync.freq.secs": 120},
+                                             f"nimbus-{other}-slow-sync")
+    cluster.start_nimbus(other, wait_leader=False)
+    name = unique("ha-fresh")
+    topology_id = cluster.submit("wordcount.py", name, workers=1,
+                                 conf=run_conf(out_dir, 10_000_000, **{"test.spout.per.call": 1}))
+    submitted = time.monotonic()
+    try:
+        # The code must live somewhere besides the leader about to die: a supervisor downloads
+        # it within a second of the assignment (on a loaded machine this waits a little longer).
+        wait_until(lambda: any((Path(d) / "supervisor" / "stormdist" / topology_id / "stormconf.json").exists()
+                               for d in cluster.local_dirs()), 30, "a supervisor to hold the code")
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - submitted)))
+        cluster.nimbuses[leader].kill(signal.SIGKILL)
+        assert wait_for_leader(cluster.conf, SESSION_TIMEOUT_SECS + 40,
+                               host_port=cluster.nimbus_host_port(other)) == cluster.nimbus_host_port(other)
+        listed = cluster.cli("list").stdout
+        assert name in listed and "ACTIVE" in listed
+        wait_until(lambda: stormdist_has(cluster, other, topology_id), 60, "the code on the new leader")
+        assert "recovered the code of topology " + topology_id in cluster.nimbuses[other].output()
+        cluster.wait_workers(topology_id, 1)
+        wait_until(lambda: len(acked_ids(out_dir)) >= 100, 90, "the topology to run (100 acks)")
+        assert "WARNING" not in cluster.cli("list").stdout
+    finally:
+        finish(cluster, name, topology_id)
+        cluster.start_nimbus(leader, wait_leader=False)
+
+
+@pytest.mark.slow
+def test_lone_nimbus_restarted_with_empty_local_dir_recovers_code_from_a_supervisor(cluster, out_dir):
+    leader, other = _roles(cluster)
+    name = unique("ha-disk")
+    topology_id = cluster.submit("wordcount.py", name, workers=1,
+                                 conf=run_conf(out_dir, 10_000_000, **{"test.spout.per.call": 1}))
+    try:
+        cluster.wait_workers(topology_id, 1)
+        wait_until(lambda: len(acked_ids(out_dir)) >= 50, 90, "the first 50 acks")
+        workers = cluster.worker_pids(topology_id)
+        cluster.nimbuses[other].stop(reason="a single Nimbus from now on")
+        nimbus = cluster.nimbuses[leader]
+        told = nimbus.output().count("CODE MISSING")
+        nimbus.stop(reason="its disk is replaced")
+        shutil.rmtree(cluster.nimbus_conf(leader)["storm.local.dir"])
+        cluster.start_nimbus(leader)
+        assert name in cluster.cli("list").stdout, "the topology is kept"
+        wait_until(lambda: nimbus.output().count("CODE MISSING") > told, 30, "the missing code to be reported")
+        wait_until(lambda: stormdist_has(cluster, leader, topology_id), 60,
+                   "the code to come back from a supervisor")
+        wait_until(lambda: "WARNING" not in cluster.cli("list").stdout, 30, "the report to clear")
+        before = len(acked_ids(out_dir))
+        wait_until(lambda: len(acked_ids(out_dir)) > before + 50, 60, "acks to go on")
+        assert cluster.worker_pids(topology_id) == workers, "its workers kept running"
+        cluster.cli("rebalance", name, "-w", "0")      # needs the code: the leader has it again
+    finally:
+        finish(cluster, name, topology_id)
+        if not cluster.nimbuses[other].is_alive():
+            cluster.start_nimbus(other, wait_leader=False)

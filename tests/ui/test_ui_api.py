@@ -52,7 +52,8 @@ def test_supervisor_nimbus_and_topology_summaries() -> None:
                          "nimbusUpTime": "1d 1h 1m 1s", "nimbusUpTimeSeconds": 90061}]
     topologies = api.topology_summary(cs)["topologies"]
     assert [t["name"] for t in topologies] == ["alpha", "wordcount"]
-    assert topologies[1] == {"id": TOPOLOGY_ID, "name": "wordcount", "status": "ACTIVE", "uptime": "10m 0s",
+    assert topologies[1] == {"id": TOPOLOGY_ID, "name": "wordcount", "status": "ACTIVE", "schedulerInfo": "",
+                             "uptime": "10m 0s",
                              "uptimeSeconds": 600, "tasksTotal": 10, "workersTotal": 2, "executorsTotal": 8}
 
 
