@@ -79,17 +79,23 @@ def main(verbose: bool) -> None:
 # ---------------------------------------------------------------- daemons
 
 @main.command("dev-zookeeper")
+@click.option("--zookeeper-home", default=None, type=click.Path(file_okay=False),
+              help="A ZooKeeper distribution to run (dev.zookeeper.home, else $ZOOKEEPER_HOME; "
+                   "default: the pyspark wheel's jars).")
 @config_options
-def dev_zookeeper(conf: Config, user_overrides: dict[str, Any]) -> None:
-    """Run a development ZooKeeper from the jars of the installed pyspark wheel.
+def dev_zookeeper(zookeeper_home: str | None, conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Run a development ZooKeeper from a ZooKeeper distribution or the pyspark wheel's jars.
 
     \b
+    Jars:   --zookeeper-home / dev.zookeeper.home / $ZOOKEEPER_HOME, else pyspark (the spark extra)
     Port:   storm.zookeeper.port (2181)
     Data:   dev.zookeeper.path (/tmp/dev-storm-zookeeper), locked against a second server
     Log:    <dev.zookeeper.path>/zookeeper.log
     """
     from stormpy.devzk import run_dev_zookeeper
 
+    if zookeeper_home is not None:
+        conf = conf.merged({"dev.zookeeper.home": zookeeper_home})
     sys.exit(run_dev_zookeeper(conf))
 
 

@@ -1,7 +1,8 @@
 """``stormpy dev-zookeeper``: a real, single-node ZooKeeper for development and tests.
 
-Runs ZooKeeper from the jars bundled in the installed pyspark wheel (see
-``stormpy.testing.zookeeper``) on ``storm.zookeeper.port`` with its data in
+Runs ZooKeeper from a distribution the user points at (``dev.zookeeper.home``, else
+``$ZOOKEEPER_HOME``) or from the jars bundled in the pyspark wheel of the ``spark`` extra (see
+``stormpy.testing.zookeeper``; without either, one line says where the jars come from) on ``storm.zookeeper.port`` with its data in
 ``dev.zookeeper.path``, logs quietly to ``<dev.zookeeper.path>/zookeeper.log``, and stops it
 cleanly on SIGTERM or Ctrl-C. Without Java the command fails with one line saying so.
 """
@@ -26,7 +27,8 @@ def run_dev_zookeeper(conf: cfg.Config) -> int:
     with DaemonLock(conf[cfg.DEV_ZOOKEEPER_PATH], "dev-zookeeper", key="dev.zookeeper.path"):
         if port_open("127.0.0.1", port):
             raise UserError(f"port {port} is already in use (another ZooKeeper?); set storm.zookeeper.port")
-        server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0")
+        server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0",
+                                 zookeeper_home=conf[cfg.DEV_ZOOKEEPER_HOME])
         with StopOnSignals(who="dev-zookeeper") as signals:
             return _serve(server, port, signals)
 

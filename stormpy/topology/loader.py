@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 from stormpy.errors import TopologyFileError
+from stormpy.extras import MissingExtra
 from stormpy.topology.dsl import Topology
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,9 @@ def import_topology_module(path: str | Path) -> object:
     except SyntaxError as exc:
         _restore(name, previous)
         raise TopologyFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except MissingExtra:
+        _restore(name, previous)
+        raise                      # already the one line that says what to install
     except Exception as exc:
         _restore(name, previous)
         where = _user_frame(exc, str(file))
