@@ -197,14 +197,22 @@ def local(topology_file: str, name: str | None, duration: float, environment: st
 @click.option("-e", "--environment", default=None,
               help="streamparse environment: picks par={env: n} dicts and config.json's envs.<env> "
                    "(nimbus, options).")
+@click.option("-r", "--requirements", default=None, type=click.Path(dir_okay=False),
+              help="pip requirements of the topology: every supervisor installs them into a virtualenv "
+                   "(one per requirements hash) its workers run in. Default in a streamparse project: "
+                   "virtualenvs/<name>.txt.")
+@click.option("--wheels", default=None, type=click.Path(file_okay=False),
+              help="A directory of wheels uploaded with the topology, for -r to install from "
+                   "(offline clusters: supervisor.pip.no.index).")
 @config_options
 def submit(topology_file: str, name: str | None, workers: int | None, inactive: bool, environment: str | None,
-           conf: Config, user_overrides: dict[str, Any]) -> None:
+           requirements: str | None, wheels: str | None, conf: Config, user_overrides: dict[str, Any]) -> None:
     """Upload a topology's code to Nimbus and start it."""
     from stormpy.client.submit import submit_topology_file
 
     submit_topology_file(topology_file, name=name, workers=workers, inactive=inactive, conf=conf,
-                         user_overrides=user_overrides, environment=environment)
+                         user_overrides=user_overrides, environment=environment, requirements=requirements,
+                         wheels=wheels)
 
 
 @main.command()

@@ -107,3 +107,6 @@ def list_topologies(conf: Mapping[str, Any]) -> None:
     rows = [[t.name, t.id, t.status, t.num_workers, t.num_executors, format_uptime(t.uptime_secs)]
             for t in sorted(summary.topologies, key=lambda t: t.name)]
     click.echo(format_table(["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"], rows))
+    for t in sorted(summary.topologies, key=lambda t: t.name):
+        if t.sched_status:     # e.g. a supervisor could not install the topology's requirements
+            click.echo(f"{t.name}: {t.sched_status}")

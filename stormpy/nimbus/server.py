@@ -42,6 +42,7 @@ from stormpy import config as cfg
 
 from stormpy.nimbus import transitions as tr
 from stormpy.nimbus.core import Nimbus, not_alive
+from stormpy.streams import REQUIREMENTS_COMPONENT
 from stormpy.thrift import storm
 from stormpy.version import DAEMON_VERSION
 
@@ -273,7 +274,13 @@ class NimbusHandler:
         return storm.TopologySummary(id=topology_id, name=base.name, num_tasks=num_tasks,
                                      num_executors=len(executors), num_workers=len(slots),
                                      uptime_secs=max(0, now - int(base.launch_time_secs or now)),
-                                     status=tr.Status(base.status).name, owner=base.owner)
+                                     status=tr.Status(base.status).name, owner=base.owner,
+                                     sched_status=self._sched_status(topology_id))
+
+    def _sched_status(self, topology_id: str) -> str | None:
+        """The newest requirements failure a supervisor reported (cleared when its install succeeds)."""
+        errors = self.nimbus.state.component_errors(topology_id, REQUIREMENTS_COMPONENT)
+        return errors[0].error if errors else None
 
     def getTopologyInfo(self, id: str) -> Any:  # noqa: A002
         topology_id = self._existing_id(id)
@@ -299,7 +306,7 @@ class NimbusHandler:
         return storm.TopologyInfo(id=topology_id, name=base.name,
                                   uptime_secs=max(0, now - int(base.launch_time_secs or now)),
                                   executors=summaries, status=tr.Status(base.status).name,
-                                  errors=state.errors(topology_id))
+                                  errors=state.errors(topology_id), sched_status=self._sched_status(topology_id))
 
 
 # ---------------------------------------------------------------- transport

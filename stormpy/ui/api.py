@@ -131,6 +131,7 @@ def topology_summary(cs: Any) -> dict[str, Any]:
             "tasksTotal": topo.num_tasks,
             "workersTotal": topo.num_workers,
             "executorsTotal": topo.num_executors,
+            "schedulerInfo": topo.sched_status,   # e.g. a supervisor could not install its requirements
         })
     return {"topologies": rows}
 
@@ -205,6 +206,7 @@ def topology_page(info: Any, topology: Any | None, conf_json: str | None, window
         "id": info.id,
         "name": info.name,
         "status": info.status,
+        "schedulerInfo": info.sched_status,
         "uptime": pretty_uptime(info.uptime_secs),
         "uptimeSeconds": info.uptime_secs,
         "tasksTotal": sum(c.num_tasks for c in comps.values()),
