@@ -144,7 +144,8 @@ class Virtualenvs:
             site_dir = _site_packages(venv)
             dirs = ", ".join(repr(d) for d in supervisor_site_dirs())
             # after the venv's own site-packages: the topology's versions win, stormpy still imports
-            (site_dir / PTH_NAME).write_text(f"import site; [site.addsitedir(d) for d in ({dirs},)]\n")
+            # (one line, and no comprehension: site exec()s it where a nested scope cannot see ``site``)
+            (site_dir / PTH_NAME).write_text(f"import site; list(map(site.addsitedir, ({dirs},)))\n")
             (venv / READY_MARKER).write_text(topology_id + "\n")
         except BaseException:
             shutil.rmtree(venv, ignore_errors=True)
