@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 READY_MARKER = ".ready"
 PTH_NAME = "stormpy-supervisor.pth"
-_ERROR_LINES = 5
+_ERROR_LINES = 2
 
 
 class RequirementsError(Exception):
@@ -163,9 +163,10 @@ class Virtualenvs:
         if proc.returncode != 0:
             output = proc.stdout.decode(errors="replace").strip().splitlines()
             log.warning("%s failed (exit %d):\n%s", what, proc.returncode, "\n".join(output[-40:]))
-            lines = [line.strip() for line in output if line.strip() and not line.startswith("WARNING")]
+            lines = [line.strip() for line in output if line.strip()]
+            errors = [line for line in lines if line.startswith("ERROR")]   # pip's own verdict, if it gave one
             raise RequirementsError(f"{what} failed (exit {proc.returncode}): "
-                                    + " | ".join(lines[-_ERROR_LINES:]))
+                                    + " | ".join((errors or lines)[-_ERROR_LINES:]))
 
     def remove_unused(self, keys_in_use: Iterable[str]) -> None:
         """Delete venvs no topology on this supervisor needs any more."""
