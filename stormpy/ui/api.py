@@ -131,7 +131,8 @@ def topology_summary(cs: Any) -> dict[str, Any]:
             "tasksTotal": topo.num_tasks,
             "workersTotal": topo.num_workers,
             "executorsTotal": topo.num_executors,
-            "schedulerInfo": topo.sched_status,   # e.g. a supervisor could not install its requirements
+            # only when there is one: why workers cannot start (a failed requirements install)
+            **({"schedulerInfo": topo.sched_status} if topo.sched_status else {}),
         })
     return {"topologies": rows}
 
