@@ -31,6 +31,16 @@ class MissingExtra(UserError):
     """A feature was used without the extra that installs it; the message is the whole fix."""
 
 
+def for_missing_module(exc: ModuleNotFoundError, feature: str) -> MissingExtra | None:
+    """The MissingExtra for an ImportError of a module an extra provides (``import pyspark`` in a
+    topology file without the spark extra), else None."""
+    top = (exc.name or "").split(".")[0]
+    for extra in ("spark", "redis", "kafka"):
+        if top in EXTRAS[extra]:
+            return MissingExtra(f"{feature} needs the {extra!r} extra ({top} is not installed): {install_hint(extra)}")
+    return None
+
+
 def install_hint(extra: str) -> str:
     """The command that installs ``extra``: ``pip install 'stormpy-streams[spark]'``."""
     return f"pip install '{DISTRIBUTION}[{extra}]'"

@@ -121,6 +121,26 @@ def test_spark_state_without_the_spark_extra_is_one_line_naming_it(venv: Path, t
     assert lines[0].endswith(f"pip install '{DISTRIBUTION}[spark]'")
 
 
+def test_spark_imports_in_a_topology_file_name_the_extra(venv: Path, tmp_path: Path) -> None:
+    for number, line in enumerate(["from stormpy.spark import SparkSinkBolt",
+                                   "from stormpy.spark.sink import SparkSinkBolt", "import pyspark"]):
+        topology = tmp_path / f"sink{number}.py"
+        topology.write_text(line + "\n")
+        proc = run(venv, "stormpy", "local", str(topology), cwd=tmp_path)
+        lines = [text for text in proc.stderr.splitlines() if text.startswith("stormpy")]
+        assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert lines[0].endswith(f"pip install '{DISTRIBUTION}[spark]'"), lines[0]
+
+
+def test_the_trident_spark_example_names_the_extra(venv: Path, tmp_path: Path) -> None:
+    proc = run(venv, "stormpy", "local", str(REPO / "examples" / "trident_spark.py"), "--duration", "3",
+               "-c", f"tspark.output={tmp_path / 'out'}", cwd=tmp_path)
+    lines = [text for text in proc.stderr.splitlines() if text.startswith("stormpy")]
+    assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0] == ("stormpy: error: SparkState needs the 'spark' extra (pyspark is not installed): "
+                        f"pip install '{DISTRIBUTION}[spark]'")
+
+
 def test_dev_zookeeper_without_spark_says_where_the_jars_come_from(venv: Path, tmp_path: Path) -> None:
     proc = run(venv, "stormpy", "dev-zookeeper", "-c", f"storm.zookeeper.port={free_port()}",
                "-c", f"dev.zookeeper.path={tmp_path / 'zk'}", cwd=tmp_path, timeout=60)
