@@ -37,7 +37,7 @@ from stormpy import config as C
 from stormpy.streams import REQUIREMENTS_COMPONENT
 from stormpy.supervisor import localstate
 from stormpy.supervisor.slot import LocalAssignment
-from stormpy.supervisor.virtualenvs import RequirementsError, Virtualenvs, requirements_key
+from stormpy.supervisor.virtualenvs import RequirementsError, Virtualenvs
 from stormpy.thrift import storm
 
 log = logging.getLogger(__name__)
@@ -230,8 +230,9 @@ class Syncer:
                 log.info("removing code of %s: no longer assigned to this supervisor", entry.name)
                 shutil.rmtree(entry, ignore_errors=True)
                 self._failed_installs.pop(entry.name, None)
+                self.virtualenvs.forget(entry / "code")
             else:
-                key = requirements_key(entry / "code")
+                key = self.virtualenvs.key_for(entry / "code")
                 if key is not None:
                     keys.add(key)
         self.virtualenvs.remove_unused(keys)

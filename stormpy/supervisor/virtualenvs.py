@@ -108,13 +108,27 @@ class Virtualenvs:
         self.conf = conf
         self.root = virtualenvs_root(conf[C.STORM_LOCAL_DIR.name])
         self.timeout_secs = float(conf.get(C.SUPERVISOR_PIP_TIMEOUT_SECS.name) or C.SUPERVISOR_PIP_TIMEOUT_SECS.default)
+        # code dir -> key: a topology's unpacked code never changes, and hashing its wheels on
+        # every slot step would read them again and again (dict get/set: safe across threads)
+        self._keys: dict[str, str | None] = {}
+
+    def key_for(self, code_dir: Path) -> str | None:
+        """:func:`requirements_key`, computed once per code directory."""
+        name = str(code_dir)
+        if name not in self._keys:
+            self._keys[name] = requirements_key(code_dir)
+        return self._keys[name]
+
+    def forget(self, code_dir: Path) -> None:
+        """The code directory was deleted: its key may not be reused for new code there."""
+        self._keys.pop(str(code_dir), None)
 
     def python_for(self, code_dir: Path) -> str | None:
         """The ready venv's interpreter for this code, None without requirements.
 
         Raises RequirementsError when the code has requirements but its venv is not built.
         """
-        key = requirements_key(code_dir)
+        key = self.key_for(code_dir)
         if key is None:
             return None
         venv = self.root / key
@@ -123,12 +137,12 @@ class Virtualenvs:
         return str(venv_python(venv))
 
     def is_ready(self, code_dir: Path) -> bool:
-        key = requirements_key(code_dir)
+        key = self.key_for(code_dir)
         return key is None or (self.root / key / READY_MARKER).exists()
 
     def ensure(self, topology_id: str, code_dir: Path) -> str | None:
         """Build the topology's venv unless one with its key is ready; its python (None: no requirements)."""
-        key = requirements_key(code_dir)
+        key = self.key_for(code_dir)
         if key is None:
             return None
         venv = self.root / key
