@@ -142,6 +142,10 @@ def test_failed_install_is_a_topology_error_not_a_crash_loop(cluster: ProcessClu
         with urllib.request.urlopen(url, timeout=30) as resp:
             doc = json.loads(resp.read())
         assert "requirements not installed" in doc["schedulerInfo"]
+        page = f"http://127.0.0.1:{cluster.conf['ui.port']}/topology.html?id={topology_id}"
+        with urllib.request.urlopen(page, timeout=30) as resp:
+            html = resp.read().decode()
+        assert "Scheduler Info" in html and "requirements not installed on 127.0.0.1" in html
         assert cluster.worker_pids(topology_id) == []
         assert cluster.supervisors[0].is_alive()              # the supervisor reports and retries; it does not die
         errors = cluster.cli("errors", name).stdout
