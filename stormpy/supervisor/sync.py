@@ -136,7 +136,7 @@ class Syncer:
             if not self.code_downloaded(topology_id):
                 self._download(topology_id, assignments[topology_id].master_code_dir)
             if self.code_downloaded(topology_id) and not self.code_ready(topology_id):
-                self._install_requirements(topology_id)
+                self.install_requirements(topology_id)
         self.lstate.set_local_assignments({port: (la.topology_id, sorted(la.executors))
                                            for port, la in wanted.items()})
         keep = {la.topology_id for la in wanted.values()} | set(running_topologies)
@@ -158,7 +158,8 @@ class Syncer:
         except RequirementsError:
             return None      # code_ready said no: the slot does not launch
 
-    def _install_requirements(self, topology_id: str) -> None:
+    def install_requirements(self, topology_id: str) -> None:
+        """Build the topology's virtualenv unless backing off after a failure; failures are reported."""
         if self.clock() < self._failed_installs.get(topology_id, 0.0):
             return                                      # backing off after a failure
         try:

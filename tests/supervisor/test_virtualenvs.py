@@ -106,3 +106,45 @@ def test_interrupted_build_is_redone(tmp_path: Path, wheels: Path, envs: Virtual
     assert not envs.is_ready(code)
     python = envs.ensure("t-1-1", code)
     assert (half / READY_MARKER).exists() and imported(python, f"import {MODULE}; print({MODULE}.__version__)") == "2.0"
+
+
+# ---------------------------------------------------------------- the sync thread's side
+
+def test_failed_install_is_reported_backs_off_and_clears_when_it_succeeds(zk_conf, tmp_path: Path,
+                                                                         wheels: Path) -> None:
+    """Syncer over a real ZooKeeper: a failure becomes an error of ``__requirements`` (what Nimbus
+    turns into sched_status), no pip run during the back-off, the error goes once it installs."""
+    from stormpy.cluster_state import ClusterState
+    from stormpy.streams import REQUIREMENTS_COMPONENT
+    from stormpy.supervisor import localstate
+    from stormpy.supervisor.sync import Syncer
+
+    local = tmp_path / "storm-local"
+    conf = {**zk_conf, "storm.local.dir": str(local), "supervisor.pip.no.index": True,
+            "supervisor.pip.retry.secs": 30, "storm.local.hostname": "10.9.8.7"}
+    topology_id = "probe-1-1"
+    code = topology_code(localstate.stormdist_dir(local, topology_id), f"{PACKAGE}==3.0", wheels)
+    (code.parent / "stormconf.json").write_text("{}")
+    now = [1000.0]
+    with ClusterState(conf) as state:
+        syncer = Syncer(conf, state, "sup-1", [6700], localstate.LocalState(local), connect_nimbus=None)
+        syncer.clock = lambda: now[0]
+        assert syncer.code_downloaded(topology_id) and not syncer.code_ready(topology_id)
+        syncer.install_requirements(topology_id)
+        errors = state.component_errors(topology_id, REQUIREMENTS_COMPONENT)
+        assert len(errors) == 1 and errors[0].host == "10.9.8.7"
+        assert errors[0].error.startswith("requirements not installed on 10.9.8.7: pip install -r requirements.txt failed")
+        assert not syncer.code_ready(topology_id) and syncer.worker_python(topology_id) is None
+        now[0] += 10                                     # inside supervisor.pip.retry.secs: no new attempt
+        syncer.install_requirements(topology_id)
+        assert len(state.component_errors(topology_id, REQUIREMENTS_COMPONENT)) == 1
+        now[0] += 25                                     # past it, and the pin now has a wheel
+        (code / REQUIREMENTS_DIR / REQUIREMENTS_FILE).write_text(f"{PACKAGE}==2.0\n")
+        syncer.virtualenvs.forget(code)
+        syncer.install_requirements(topology_id)
+        assert state.component_errors(topology_id, REQUIREMENTS_COMPONENT) == []
+        assert syncer.code_ready(topology_id)
+        python = syncer.worker_python(topology_id)
+        assert imported(python, f"import {MODULE}; print({MODULE}.__version__)") == "2.0"
+        syncer.remove_stale_code(keep=set())             # the topology left: its code and venv go
+        assert not localstate.stormdist_dir(local, topology_id).exists() and not list(syncer.virtualenvs.root.iterdir())
