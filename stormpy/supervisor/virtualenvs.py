@@ -154,7 +154,9 @@ class Virtualenvs:
         log.info("building virtualenv %s for %s", key, topology_id)
         try:
             self._run([sys.executable, "-m", "venv", "--without-pip", str(venv)], "creating the virtualenv")
-            self._run(pip_command(venv, code_dir, self.conf), "pip install -r requirements.txt")
+            # in the code directory: a requirement given as a path (./wheels/x.whl) in a requirements
+            # file next to the topology resolves as it did on the submitting machine
+            self._run(pip_command(venv, code_dir, self.conf), "pip install -r requirements.txt", cwd=code_dir)
             site_dir = _site_packages(venv)
             dirs = ", ".join(repr(d) for d in supervisor_site_dirs())
             # after the venv's own site-packages: the topology's versions win, stormpy still imports
@@ -167,10 +169,10 @@ class Virtualenvs:
         log.info("virtualenv %s for %s ready in %.1fs", key, topology_id, time.monotonic() - started)
         return str(venv_python(venv))
 
-    def _run(self, argv: list[str], what: str) -> None:
+    def _run(self, argv: list[str], what: str, cwd: Path | None = None) -> None:
         try:
             proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  timeout=self.timeout_secs, check=False)
+                                  timeout=self.timeout_secs, check=False, cwd=cwd)
         except subprocess.TimeoutExpired:
             raise RequirementsError(f"{what} took longer than {self.timeout_secs:g}s "
                                     "(supervisor.pip.timeout.secs)") from None

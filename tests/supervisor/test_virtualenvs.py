@@ -81,6 +81,14 @@ def test_two_pins_get_two_venvs_each_with_its_version_and_stormpy(tmp_path: Path
     assert not envs.is_ready(code1) and envs.is_ready(code2)
 
 
+def test_a_wheel_named_by_path_resolves_in_the_code_directory(tmp_path: Path, wheels: Path,
+                                                             envs: Virtualenvs) -> None:
+    code = topology_code(tmp_path / "paths", f"./vendored/{MODULE}-1.0-py3-none-any.whl", None)
+    shutil.copytree(wheels, code / "vendored")           # shipped as part of the topology's directory
+    python = envs.ensure("paths-1-1", code)
+    assert imported(python, f"import {MODULE}; print({MODULE}.__version__)") == "1.0"
+
+
 def test_no_requirements_means_the_supervisors_python(tmp_path: Path, envs: Virtualenvs) -> None:
     code = topology_code(tmp_path / "plain", None, None)
     assert envs.ensure("plain-1-1", code) is None and envs.python_for(code) is None and envs.is_ready(code)
