@@ -7,7 +7,7 @@
 #
 # tini is PID 1: it forwards SIGTERM to the daemon and reaps what the daemon does not (workers
 # the supervisor adopted after a restart). HEALTHCHECK asks the daemon running in the container on
-# its own port (python -m stormpy.healthcheck: Nimbus Thrift, UI HTTP, ZooKeeper ruok, log viewer).
+# its own port (python -m stormpy.healthcheck: Nimbus Thrift, the UI, ZooKeeper ruok, the log viewer).
 # `stormpy dev-zookeeper` needs Java and ZooKeeper's jars: run it from the default image.
 FROM python:3.11-slim-bookworm
 

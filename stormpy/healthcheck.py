@@ -5,11 +5,15 @@ finds the one stormpy daemon running here (``stormpy nimbus|supervisor|ui|dev-zo
 reads the config file named on that daemon's command line, so one image-wide health check
 suits every service. It then asks the daemon's own port:
 
-- ``nimbus``: a TCP connection to ``nimbus.thrift.port``;
-- ``ui``: ``GET /`` on ``ui.port`` gets an HTTP answer (a login page counts);
-- ``dev-zookeeper``: ZooKeeper's ``ruok`` on ``storm.zookeeper.port`` answers ``imok``;
-- ``supervisor``: the process is alive, and its log viewer answers when ``logviewer.port`` is set
-  (a supervisor without one has no port to ask).
+- ``nimbus``: a TCP connection to ``nimbus.thrift.port`` is accepted;
+- ``ui``: the same on ``ui.port``;
+- ``dev-zookeeper``: ZooKeeper's ``ruok`` on ``storm.zookeeper.port`` answers ``imok`` (a
+  TLS-only server, ``storm.zookeeper.ssl.enable``: the connection is accepted);
+- ``supervisor``: the process is alive, and its log viewer accepts a connection when
+  ``logviewer.port`` is set (a supervisor without one has no port to ask).
+
+A connection, not a request: it holds whether or not the port speaks TLS, and needs no
+credentials when the UI or Nimbus asks for them.
 
 Exit 0 when healthy; otherwise 1 with one line saying what did not answer.
 Threads: a short-lived CLI process, main thread only.
@@ -17,7 +21,6 @@ Threads: a short-lived CLI process, main thread only.
 from __future__ import annotations
 
 import argparse
-import http.client
 import socket
 import sys
 from collections.abc import Mapping, Sequence
@@ -73,10 +76,13 @@ def check(daemon: str, conf: Mapping[str, Any], host: str = "127.0.0.1") -> str:
         return f"Nimbus accepts connections on port {port}"
     if daemon == "ui":
         port = int(conf[C.UI_PORT.name])
-        _http_status(host, port, "UI")
-        return f"UI answers on port {port}"
+        _connect(host, port, "UI").close()
+        return f"UI accepts connections on port {port}"
     if daemon == "dev-zookeeper":
         port = int(conf[C.STORM_ZOOKEEPER_PORT.name])
+        if conf.get("storm.zookeeper.ssl.enable"):      # no plaintext four-letter words on a TLS port
+            _connect(host, port, "ZooKeeper").close()
+            return f"ZooKeeper accepts connections on port {port}"
         with _connect(host, port, "ZooKeeper") as sock:
             sock.sendall(b"ruok")
             answer = sock.recv(16)
@@ -86,21 +92,10 @@ def check(daemon: str, conf: Mapping[str, Any], host: str = "127.0.0.1") -> str:
     if daemon == "supervisor":
         port = conf.get(C.LOGVIEWER_PORT.name)
         if port:
-            _http_status(host, int(port), "the supervisor's log viewer")
-            return f"supervisor's log viewer answers on port {port}"
+            _connect(host, int(port), "the supervisor's log viewer").close()
+            return f"supervisor's log viewer accepts connections on port {port}"
         return "supervisor is running"
     raise Unhealthy(f"unknown daemon {daemon!r}; one of {', '.join(DAEMONS)}")
-
-
-def _http_status(host: str, port: int, what: str) -> int:
-    conn = http.client.HTTPConnection(host, port, timeout=TIMEOUT_SECS)
-    try:
-        conn.request("GET", "/")
-        return conn.getresponse().status
-    except OSError as exc:
-        raise Unhealthy(f"{what} does not answer on {host}:{port}: {exc.strerror or exc}") from None
-    finally:
-        conn.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
