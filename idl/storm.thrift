@@ -191,7 +191,7 @@ struct TopologySummary {
   5: required i32 num_workers;
   6: required i32 uptime_secs;
   7: required string status;
-  513: optional string sched_status;      // Storm's field id: why the topology is not fully served (e.g. its code is missing)
+  513: optional string sched_status;      // Storm's field id: why the topology is not fully served (its code missing, a failed requirements install)
   514: optional string owner;             // Storm's field id: the submitting user (`sparse list` shows it)
 }
 
@@ -227,6 +227,7 @@ struct TopologyInfo {
   4: required list<ExecutorSummary> executors;
   5: required string status;
   6: required map<string, list<ErrorInfo>> errors;   // component id -> newest errors
+  513: optional string sched_status;      // as in TopologySummary
 }
 
 // ---------------------------------------------------------------- ZooKeeper state

@@ -79,17 +79,23 @@ def main(verbose: bool) -> None:
 # ---------------------------------------------------------------- daemons
 
 @main.command("dev-zookeeper")
+@click.option("--zookeeper-home", default=None, type=click.Path(file_okay=False),
+              help="A ZooKeeper distribution to run (dev.zookeeper.home, else $ZOOKEEPER_HOME; "
+                   "default: the pyspark wheel's jars).")
 @config_options
-def dev_zookeeper(conf: Config, user_overrides: dict[str, Any]) -> None:
-    """Run a development ZooKeeper from the jars of the installed pyspark wheel.
+def dev_zookeeper(zookeeper_home: str | None, conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Run a development ZooKeeper from a ZooKeeper distribution or the pyspark wheel's jars.
 
     \b
+    Jars:   --zookeeper-home / dev.zookeeper.home / $ZOOKEEPER_HOME, else pyspark (the spark extra)
     Port:   storm.zookeeper.port (2181)
     Data:   dev.zookeeper.path (/tmp/dev-storm-zookeeper), locked against a second server
     Log:    <dev.zookeeper.path>/zookeeper.log
     """
     from stormpy.devzk import run_dev_zookeeper
 
+    if zookeeper_home is not None:
+        conf = conf.merged({"dev.zookeeper.home": zookeeper_home})
     sys.exit(run_dev_zookeeper(conf))
 
 
@@ -218,14 +224,22 @@ def local(topology_file: str, name: str | None, duration: float, environment: st
 @click.option("-e", "--environment", default=None,
               help="streamparse environment: picks par={env: n} dicts and config.json's envs.<env> "
                    "(nimbus, options).")
+@click.option("-r", "--requirements", default=None, type=click.Path(dir_okay=False),
+              help="pip requirements of the topology: every supervisor installs them into a virtualenv "
+                   "(one per requirements hash) its workers run in. Default in a streamparse project: "
+                   "virtualenvs/<name>.txt.")
+@click.option("--wheels", default=None, type=click.Path(file_okay=False),
+              help="A directory of wheels uploaded with the topology, for -r to install from "
+                   "(offline clusters: supervisor.pip.no.index).")
 @config_options
 def submit(topology_file: str, name: str | None, workers: int | None, inactive: bool, environment: str | None,
-           conf: Config, user_overrides: dict[str, Any]) -> None:
+           requirements: str | None, wheels: str | None, conf: Config, user_overrides: dict[str, Any]) -> None:
     """Upload a topology's code to Nimbus and start it."""
     from stormpy.client.submit import submit_topology_file
 
     submit_topology_file(topology_file, name=name, workers=workers, inactive=inactive, conf=conf,
-                         user_overrides=user_overrides, environment=environment)
+                         user_overrides=user_overrides, environment=environment, requirements=requirements,
+                         wheels=wheels)
 
 
 @main.command()

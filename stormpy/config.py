@@ -77,6 +77,7 @@ TRANSACTIONAL_ZOOKEEPER_ROOT = _key("transactional.zookeeper.root", "/transactio
 TRANSACTIONAL_ZOOKEEPER_SERVERS = _key("transactional.zookeeper.servers", None, list, "ZooKeeper hosts for Trident state; default: storm.zookeeper.servers.")
 TRANSACTIONAL_ZOOKEEPER_PORT = _key("transactional.zookeeper.port", None, int, "ZooKeeper port for Trident state; default: storm.zookeeper.port.")
 DEV_ZOOKEEPER_PATH = _key("dev.zookeeper.path", "/tmp/dev-storm-zookeeper", str, "Data dir of `stormpy dev-zookeeper`.")
+DEV_ZOOKEEPER_HOME = _key("dev.zookeeper.home", None, str, "A ZooKeeper distribution (its ``lib/*.jar``) for `stormpy dev-zookeeper`; unset: ``$ZOOKEEPER_HOME``, else the jars inside the pyspark wheel (the ``spark`` extra).")
 
 # ---------------------------------------------------------------- local machine
 STORM_LOCAL_DIR = _key("storm.local.dir", "storm-local", str, "Where daemons keep code, local state and uploads.")
@@ -112,6 +113,10 @@ SUPERVISOR_WORKER_TIMEOUT_SECS = _key("supervisor.worker.timeout.secs", 30, int,
 SUPERVISOR_WORKER_START_TIMEOUT_SECS = _key("supervisor.worker.start.timeout.secs", 120, int, "Kill a worker that has not heartbeated this long after launch.")
 SUPERVISOR_WORKER_SHUTDOWN_SLEEP_SECS = _key("supervisor.worker.shutdown.sleep.secs", 3, int, "SIGTERM grace period before SIGKILL.")
 SUPERVISOR_SYNC_FREQ_SECS = _key("supervisor.sync.freq.secs", 10, int, "How often assignments are synced without a watch firing.")
+SUPERVISOR_PIP_INDEX_URL = _key("supervisor.pip.index.url", None, str, "Package index for topologies' requirements (``stormpy submit -r``); unset: pip's own configuration on the supervisor host.")
+SUPERVISOR_PIP_NO_INDEX = _key("supervisor.pip.no.index", False, bool, "Install topologies' requirements only from the wheels uploaded with them (``stormpy submit --wheels``), never from an index.")
+SUPERVISOR_PIP_TIMEOUT_SECS = _key("supervisor.pip.timeout.secs", 300, int, "Longest a topology's virtualenv may take to build; past it the install counts as failed.")
+SUPERVISOR_PIP_RETRY_SECS = _key("supervisor.pip.retry.secs", 60, int, "Wait after a failed requirements install before trying again (the failure is a topology error meanwhile).")
 
 # ---------------------------------------------------------------- worker / task
 WORKER_HEARTBEAT_FREQUENCY_SECS = _key("worker.heartbeat.frequency.secs", 1, int, "How often a worker writes its local heartbeat.")

@@ -1,7 +1,8 @@
 """``stormpy dev-zookeeper``: a real, single-node ZooKeeper for development and tests.
 
-Runs ZooKeeper from the jars bundled in the installed pyspark wheel (see
-``stormpy.testing.zookeeper``) on ``storm.zookeeper.port`` with its data in
+Runs ZooKeeper from a distribution the user points at (``dev.zookeeper.home``, else
+``$ZOOKEEPER_HOME``) or from the jars bundled in the pyspark wheel of the ``spark`` extra (see
+``stormpy.testing.zookeeper``; without either, one line says where the jars come from) on ``storm.zookeeper.port`` with its data in
 ``dev.zookeeper.path``, logs quietly to ``<dev.zookeeper.path>/zookeeper.log``, and stops it
 cleanly on SIGTERM or Ctrl-C. Without Java the command fails with one line saying so.
 """
@@ -29,7 +30,8 @@ def run_dev_zookeeper(conf: cfg.Config) -> int:
         from stormpy.tls import zookeeper_server_files, zookeeper_ssl_enabled
 
         tls = zookeeper_server_files(conf) if zookeeper_ssl_enabled(conf) else None   # TLS only, client certs needed
-        server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0", tls=tls)
+        server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0", tls=tls,
+                                 zookeeper_home=conf[cfg.DEV_ZOOKEEPER_HOME])
         with StopOnSignals(who="dev-zookeeper") as signals:
             return _serve(server, port, signals)
 

@@ -3,6 +3,7 @@
 Layout under ``storm.local.dir`` (DESIGN section 5, seed 000 section 2)::
 
     supervisor/stormdist/<topology-id>/  stormcode.zip, stormtopology.ser, stormconf.json, code/
+    supervisor/virtualenvs/<hash>/       a topology's requirements installed (submit -r), ready when .ready exists
     supervisor/tmp/                      downloads in progress (moved into stormdist when complete)
     workers/<worker-id>/heartbeats       LSWorkerHeartbeat, written by the worker
     workers/<worker-id>/pid              the worker's pid, written by the supervisor at launch
@@ -125,6 +126,18 @@ def stormdist_dir(local_dir: str | os.PathLike[str], topology_id: str) -> Path:
 
 def code_dir(local_dir: str | os.PathLike[str], topology_id: str) -> Path:
     return stormdist_dir(local_dir, topology_id) / "code"
+
+
+# What ``stormpy submit -r FILE --wheels DIR`` adds to the code archive; the supervisor builds
+# the topology's virtualenv from it (stormpy.supervisor.virtualenvs).
+REQUIREMENTS_DIR = ".stormpy-requirements"
+REQUIREMENTS_FILE = "requirements.txt"
+WHEELS_DIR = "wheels"
+
+
+def virtualenvs_root(local_dir: str | os.PathLike[str]) -> Path:
+    """Topologies' virtualenvs, one per requirements hash, shared by topologies that agree."""
+    return Path(local_dir) / "supervisor" / "virtualenvs"
 
 
 def downloads_tmp(local_dir: str | os.PathLike[str]) -> Path:

@@ -20,6 +20,7 @@ DEFAULT_STREAM = "default"
 SYSTEM_PREFIX = "__"
 ACKER_COMPONENT = "__acker"
 ACKER_CLASS = "stormpy.acker.bolt:AckerBolt"
+REQUIREMENTS_COMPONENT = "__requirements"   # errors of a topology's virtualenv install (supervisors)
 SYSTEM_COMPONENT = "__system"        # the source of tick tuples
 ACK_INIT = "__ack_init"              # spout -> acker: [root, xor of edges, spout task]
 ACK_ACK = "__ack_ack"                # bolt -> acker: [root, xor]; acker -> spout: [root]

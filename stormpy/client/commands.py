@@ -109,7 +109,7 @@ def list_topologies(conf: Mapping[str, Any]) -> None:
             for t in topologies]
     click.echo(format_table(["NAME", "ID", "STATUS", "WORKERS", "EXECUTORS", "UPTIME"], rows))
     # Storm's sched_status: what keeps a topology from being fully served (its code missing on
-    # Nimbus, a code archive a supervisor refuses), under the table so scripts reading rows still can.
+    # Nimbus, a code archive a supervisor refuses, requirements not installed), under the table so scripts reading rows still can.
     for t in topologies:
         if t.sched_status:
             click.echo(f"WARNING {t.name}: {t.sched_status}")

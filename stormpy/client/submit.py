@@ -27,6 +27,7 @@ import click
 from stormpy import config as cfg
 from stormpy.client.nimbus_client import connect
 from stormpy.client.commands import thrift_errors
+from stormpy.disk_layout import REQUIREMENTS_DIR, REQUIREMENTS_FILE, WHEELS_DIR
 from stormpy.errors import UserError
 from stormpy.thrift import storm
 
@@ -59,11 +60,51 @@ def code_files(root: Path) -> Iterator[tuple[Path, str]]:
             yield path, path.relative_to(root).as_posix()
 
 
-def build_code_archive(topology_file: Path, target: Path, src: Path | None = None) -> int:
+# pip options that name other files: those files do not travel with the topology
+_REFUSED_REQUIREMENT_OPTIONS = ("-r", "--requirement", "-c", "--constraint", "-e", "--editable")
+
+
+def check_requirements(requirements: Path) -> None:
+    """One-line errors for a requirements file the supervisors could not use."""
+    try:
+        lines = requirements.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read requirements file {requirements}: {exc}") from None
+    for number, line in enumerate(lines, 1):
+        word = line.strip().split(" ", 1)[0].split("=", 1)[0]
+        if word in _REFUSED_REQUIREMENT_OPTIONS:
+            raise UserError(f"{requirements}:{number}: {word} names a file that is not shipped with the topology; "
+                            "put its requirements in this file (and local packages in --wheels DIR)")
+
+
+def requirement_files(requirements: Path | None, wheels: Path | None) -> list[tuple[Path, str]]:
+    """(file, archive name) of the requirements file and the wheels shipped with it."""
+    if requirements is None:
+        if wheels is not None:
+            raise UserError("--wheels needs -r REQUIREMENTS: the wheels are what the requirements install from")
+        return []
+    if not requirements.is_file():
+        raise UserError(f"requirements file {requirements} not found")
+    check_requirements(requirements)
+    base = f"{REQUIREMENTS_DIR}/"
+    files = [(requirements, base + REQUIREMENTS_FILE)]
+    if wheels is not None:
+        if not wheels.is_dir():
+            raise UserError(f"--wheels {wheels} is not a directory")
+        found = sorted(wheels.glob("*.whl")) + sorted(wheels.glob("*.tar.gz"))
+        if not found:
+            raise UserError(f"--wheels {wheels} holds no *.whl or *.tar.gz")
+        files += [(path, f"{base}{WHEELS_DIR}/{path.name}") for path in found]
+    return files
+
+
+def build_code_archive(topology_file: Path, target: Path, src: Path | None = None,
+                       extra_files: list[tuple[Path, str]] | None = None) -> int:
     """Zip the topology file's directory into ``target``; returns the archive size in bytes.
 
     ``src`` (a streamparse project's ``src/``) is added at the archive's root too, as
     streamparse's JAR puts it in ``resources/``: workers import its packages top-level.
+    ``extra_files`` (the requirements and wheels of ``-r``/``--wheels``) go in as named.
     """
     root = topology_file.resolve().parent
     count = 0
@@ -71,7 +112,7 @@ def build_code_archive(topology_file: Path, target: Path, src: Path | None = Non
     with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for base in (root, src) if src is not None else (root,):
             for path, arcname in code_files(base):
-                if path.resolve() == target.resolve():
+                if path.resolve() == target.resolve() or arcname.startswith(f"{REQUIREMENTS_DIR}/"):
                     continue
                 if arcname in names:
                     raise UserError(f"{path} and {names[arcname]} would both be {arcname!r} in the code "
@@ -79,6 +120,9 @@ def build_code_archive(topology_file: Path, target: Path, src: Path | None = Non
                 names[arcname] = path
                 archive.write(path, arcname)
                 count += 1
+        for path, arcname in extra_files or []:
+            archive.write(path, arcname)
+            count += 1
     log.debug("archived %d files of %s", count, root)
     return target.stat().st_size
 
@@ -150,15 +194,25 @@ def upload(client: Any, archive: Path, size: int) -> str:
 
 def submit_topology_file(path: str, *, name: str | None = None, workers: int | None = None,
                          inactive: bool = False, conf: cfg.Config, user_overrides: Mapping[str, Any],
-                         environment: str | None = None) -> str:
+                         environment: str | None = None, requirements: str | None = None,
+                         wheels: str | None = None) -> str:
     """The whole ``stormpy submit``; returns the topology id. Failures raise UserError.
 
     In a streamparse project the chosen environment's ``nimbus`` from config.json is used
-    unless ``-c nimbus.seeds=...`` was given."""
+    unless ``-c nimbus.seeds=...`` was given, and ``virtualenvs/<name>.txt`` is the
+    requirements file unless ``-r`` names one (as ``sparse submit`` does). The requirements
+    (and ``--wheels``) travel in the code archive; each supervisor installs them into a
+    virtualenv per requirements hash, in which the topology's workers run."""
     from stormpy.streamparse_compat.project import load_project
 
     project = load_project(path, environment)
     name, topology, topo_conf = prepare(path, name, workers, user_overrides, project, environment)
+    if requirements is None and project is not None:
+        spec = project.virtualenv_spec(name)
+        if spec is not None:
+            log.info("requirements from streamparse's %s", spec)
+            requirements = str(spec)
+    extra_files = requirement_files(Path(requirements) if requirements else None, Path(wheels) if wheels else None)
     if project is not None:
         nimbus = {k: v for k, v in project.nimbus_overrides().items() if k not in user_overrides}
         if nimbus:
@@ -166,7 +220,7 @@ def submit_topology_file(path: str, *, name: str | None = None, workers: int | N
     status = storm.TopologyInitialStatus.INACTIVE if inactive else storm.TopologyInitialStatus.ACTIVE
     with tempfile.TemporaryDirectory(prefix="stormpy-submit-") as tmp:
         archive = Path(tmp) / "stormcode.zip"
-        size = build_code_archive(Path(path), archive, project.src if project is not None else None)
+        size = build_code_archive(Path(path), archive, project.src if project is not None else None, extra_files)
         with connect(conf) as client, thrift_errors():
             if any(t.name == name for t in client.getClusterInfo().topologies):
                 raise UserError(f"topology {name!r} is already alive; kill it first or submit with another --name")

@@ -291,6 +291,20 @@ class ClusterState:
         for name in names[:-retain]:
             self.delete(f"{zk_layout.component_errors(topology_id, component_id)}/{name}")
 
+    def clear_component_errors(self, topology_id: str, component_id: str) -> None:
+        """Forget a component's errors (a supervisor whose requirements install now succeeded)."""
+        self.delete(zk_layout.component_errors(topology_id, component_id), recursive=True)
+
+    def component_errors(self, topology_id: str, component_id: str) -> list[storm.ErrorInfo]:
+        """One component's retained errors, newest first."""
+        base = zk_layout.component_errors(topology_id, component_id)
+        found = []
+        for name in reversed(_by_sequence(self.children(base))):
+            info = self._get_struct(f"{base}/{name}", storm.ErrorInfo)
+            if info is not None:
+                found.append(info)
+        return found
+
     def errors(self, topology_id: str) -> dict[str, list[storm.ErrorInfo]]:
         """Component id -> its retained errors, newest first."""
         result: dict[str, list[storm.ErrorInfo]] = {}

@@ -37,6 +37,7 @@ import threading
 import time
 from io import BytesIO
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from thriftpy2.protocol.binary import TBinaryProtocol  # pure Python: reads from our bounded frame
@@ -49,6 +50,7 @@ from stormpy import config as cfg
 from stormpy.nimbus import authz
 from stormpy.nimbus import transitions as tr
 from stormpy.nimbus.core import Nimbus, not_alive
+from stormpy.streams import REQUIREMENTS_COMPONENT
 from stormpy.thrift import storm
 from stormpy.version import DAEMON_VERSION
 
@@ -341,7 +343,16 @@ class NimbusHandler:
                                      num_executors=len(executors), num_workers=len(slots),
                                      uptime_secs=max(0, now - int(base.launch_time_secs or now)),
                                      status=tr.Status(base.status).name, owner=base.owner,
-                                     sched_status=(problems or {}).get(topology_id))
+                                     sched_status=self._sched_status(topology_id, problems))
+
+    def _sched_status(self, topology_id: str, problems: Mapping[str, str] | None) -> str | None:
+        """Storm's sched_status: the code problems Nimbus knows of (missing on Nimbus, an archive a
+        supervisor refuses) and the newest requirements failure a supervisor reported (cleared
+        when its install succeeds), joined."""
+        found = [(problems or {}).get(topology_id)]
+        errors = self.nimbus.state.component_errors(topology_id, REQUIREMENTS_COMPONENT)
+        found.append(errors[0].error if errors else None)
+        return "; ".join(text for text in found if text) or None
 
     def getTopologyInfo(self, id: str) -> Any:  # noqa: A002
         topology_id = self._existing_id(id)
@@ -370,7 +381,7 @@ class NimbusHandler:
         return storm.TopologyInfo(id=topology_id, name=base.name,
                                   uptime_secs=max(0, now - int(base.launch_time_secs or now)),
                                   executors=summaries, status=tr.Status(base.status).name,
-                                  errors=state.errors(topology_id))
+                                  errors=state.errors(topology_id), sched_status=self._sched_status(topology_id, self._code_problems([topology_id])))
 
 
 # ---------------------------------------------------------------- transport

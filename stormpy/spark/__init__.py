@@ -12,6 +12,9 @@ __all__ = ["SparkSinkBolt"]
 
 def __getattr__(name: str) -> Any:
     if name == "SparkSinkBolt":
+        from stormpy.extras import require
+
+        require("spark", "SparkSinkBolt")
         from stormpy.spark.sink import SparkSinkBolt
 
         return SparkSinkBolt

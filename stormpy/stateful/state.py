@@ -33,6 +33,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from stormpy.extras import import_module
+
 log = logging.getLogger(__name__)
 
 _DELETED = {"$deleted": True}   # a prepared change that removes its key (JSON-able marker)
@@ -186,7 +188,7 @@ class RedisStore(StateStore):
     """A Redis hash of the committed state and a string holding the prepared set."""
 
     def __init__(self, url: str, prefix: str, namespace: str, socket_timeout_secs: float = 5.0) -> None:
-        import redis
+        redis = import_module("redis", "redis", "Redis state (topology.state.provider: redis)")
 
         self.client = redis.Redis.from_url(url, socket_timeout=socket_timeout_secs,
                                            socket_connect_timeout=socket_timeout_secs)

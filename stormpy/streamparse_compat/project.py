@@ -37,6 +37,18 @@ class Project:
             raise UserError(f"{self.root / 'config.json'}: envs.{self.env_name}.options must be an object")
         return dict(options)
 
+    def virtualenv_spec(self, virtualenv_name: str) -> Path | None:
+        """``<virtualenv_specs>/<name>.txt`` (default ``virtualenvs/``), as ``sparse submit`` ships it.
+
+        None when the file is absent or the environment says ``"use_virtualenv": false``.
+        """
+        if self.env.get("use_virtualenv") is False:
+            return None
+        config_file = self.root / "config.json"
+        specs = (_read_config(config_file).get("virtualenv_specs") if config_file.is_file() else None) or "virtualenvs"
+        spec = self.root / str(specs) / f"{self.env.get('virtualenv_name') or virtualenv_name}.txt"
+        return spec if spec.is_file() else None
+
     def nimbus_overrides(self) -> dict[str, Any]:
         """``nimbus.seeds``/``nimbus.thrift.port`` from the environment's ``"nimbus": "host[:port]"``."""
         nimbus = str(self.env.get("nimbus") or "").strip()

@@ -66,7 +66,8 @@ class PortWorld:
         worker_id = uuid.uuid4().hex
         self._sup.approve(worker_id, port)     # before the fork: a crash right after still knows it
         pid = self._sup.launcher.launch(assignment.topology_id, port, worker_id,
-                                        self._sup.syncer.topology_conf(assignment.topology_id))
+                                        self._sup.syncer.topology_conf(assignment.topology_id),
+                                        self._sup.syncer.worker_python(assignment.topology_id))
         return worker_id, pid
 
     def kill(self, pid: int, worker_id: str, reason: str, force: bool) -> None:

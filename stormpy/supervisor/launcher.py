@@ -31,10 +31,10 @@ log = logging.getLogger(__name__)
 
 
 def worker_command(topology_id: str, supervisor_id: str, port: int, worker_id: str, conf_file: Path,
-                   childopts: str | list[str] | None = None) -> list[str]:
-    """The argv of a worker process."""
+                   childopts: str | list[str] | None = None, python: str | None = None) -> list[str]:
+    """The argv of a worker process; ``python`` is the topology's virtualenv (default: ours)."""
     opts = childopts.split() if isinstance(childopts, str) else list(childopts or [])
-    return [sys.executable, *opts, "-m", "stormpy.worker", topology_id, supervisor_id, str(port),
+    return [python or sys.executable, *opts, "-m", "stormpy.worker", topology_id, supervisor_id, str(port),
             worker_id, "--conf", str(conf_file)]
 
 
@@ -50,8 +50,9 @@ class Launcher:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def launch(self, topology_id: str, port: int, worker_id: str,
-               topology_conf: Mapping[str, Any] | None = None) -> int:
-        """Fork a worker; returns its pid (also written to the worker's pid file)."""
+               topology_conf: Mapping[str, Any] | None = None, python: str | None = None) -> int:
+        """Fork a worker (in ``python``: the topology's virtualenv, if it has one); returns its pid
+        (also written to the worker's pid file)."""
         topology_conf = topology_conf or {}
         conf_file = localstate.worker_conf_path(self.local_dir, worker_id)
         conf_file.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,7 @@ class Launcher:
         log_path = worker_log_path(self.log_dir, topology_id, port)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         childopts = topology_conf.get(C.WORKER_CHILDOPTS.name) or self.conf.get(C.WORKER_CHILDOPTS.name)
-        argv = worker_command(topology_id, self.supervisor_id, port, worker_id, conf_file, childopts)
+        argv = worker_command(topology_id, self.supervisor_id, port, worker_id, conf_file, childopts, python)
         env = dict(os.environ)
         env.update({str(k): str(v) for k, v in (topology_conf.get(C.TOPOLOGY_ENVIRONMENT.name) or {}).items()})
         env["PYTHONUNBUFFERED"] = "1"

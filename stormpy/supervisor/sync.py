@@ -8,9 +8,14 @@ and whenever a ZooKeeper watch on ``/assignments`` fires. One sync:
    ``stormtopology.ser``, ``stormconf.json``) into ``supervisor/tmp/<random>``, unzips the code
    into ``code/`` and renames the whole directory into ``supervisor/stormdist/<topology-id>``,
    so a worker never sees a half-written topology;
-3. stores the local assignment in localstate and publishes it to the process loop;
-4. deletes code of topologies neither assigned here nor still running on a port;
-5. offers code back: a Nimbus that lacks a topology's code (a failover right after a submit, a
+3. builds (or reuses) the virtualenv of a topology submitted with ``-r`` requirements
+   (``stormpy.supervisor.virtualenvs``); a failed install is reported as a topology error
+   (component ``__requirements``: ``stormpy list``, ``stormpy errors`` and the UI show it) and
+   retried after ``supervisor.pip.retry.secs``, while the topology's workers wait;
+4. stores the local assignment in localstate and publishes it to the process loop;
+5. deletes code of topologies neither assigned here nor still running on a port, and the
+   virtualenvs none of the remaining code needs;
+6. offers code back: a Nimbus that lacks a topology's code (a failover right after a submit, a
    Nimbus restarted with an empty ``storm.local.dir``) asks under ``/code-requests``; a
    supervisor holding it uploads its three files (the Nimbus keeps them only when they match the
    SHA-256 recorded at submit), at most once per ``OFFER_INTERVAL_SECS`` per Nimbus and topology.
@@ -22,7 +27,8 @@ reported once as a topology error (component ``__supervisor``: the UI and ``stor
 again while any supervisor's report stands) and under ``/code-failures`` (``stormpy list``), which
 is cleared once a download works.
 
-Only this thread writes ``stormdist``; the process loop only reads it (``code_ready``).
+Only this thread writes ``stormdist`` and ``virtualenvs``; the process loop only reads them
+(``code_ready``, ``worker_python``).
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import time
 import uuid
 import zipfile
@@ -39,9 +46,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from stormpy import config as C
 from stormpy.client.nimbus_client import upload_file
+from stormpy.streams import REQUIREMENTS_COMPONENT
 from stormpy.supervisor import localstate
 from stormpy.supervisor.slot import LocalAssignment
+from stormpy.supervisor.virtualenvs import RequirementsError, Virtualenvs
 from stormpy.thrift import storm
 
 log = logging.getLogger(__name__)
@@ -167,14 +177,19 @@ class Syncer:
         self.clock = clock
         self._failed_downloads: dict[str, _Failures] = {}
         self._offered: dict[tuple[str, str], float] = {}
+        self.virtualenvs = Virtualenvs(conf)
+        self.pip_retry_secs = float(conf.get(C.SUPERVISOR_PIP_RETRY_SECS.name) or 0)
+        self._failed_installs: dict[str, float] = {}    # topology id -> clock time of the next try
 
     def sync_once(self, running_topologies: Iterable[str]) -> dict[int, LocalAssignment]:
         """One sync (see module doc). Returns port -> what should run there."""
         assignments = self.state.assignments()
         wanted = local_assignments(assignments, self.supervisor_id, self.ports)
         for topology_id in sorted({la.topology_id for la in wanted.values()}):
-            if not self.code_ready(topology_id) and self.clock() >= self._retry_at(topology_id):
+            if not self.code_downloaded(topology_id) and self.clock() >= self._retry_at(topology_id):
                 self._download(topology_id, assignments[topology_id].master_code_dir)
+            if self.code_downloaded(topology_id) and not self.code_ready(topology_id):
+                self.install_requirements(topology_id)
         self.lstate.set_local_assignments({port: (la.topology_id, sorted(la.executors))
                                            for port, la in wanted.items()})
         keep = {la.topology_id for la in wanted.values()} | set(running_topologies)
@@ -191,11 +206,53 @@ class Syncer:
     def next_retry_in(self, topology_ids: Iterable[str]) -> float:
         """Seconds until the next download of these (not ready) topologies may be tried."""
         now = self.clock()
-        waits = [max(0.0, self._retry_at(t) - now) for t in topology_ids if not self.code_ready(t)]
+        waits = [max(0.0, self._retry_at(t) - now) for t in topology_ids if not self.code_downloaded(t)]
         return min(waits, default=0.0)
 
-    def code_ready(self, topology_id: str) -> bool:
+    def code_downloaded(self, topology_id: str) -> bool:
         return (localstate.stormdist_dir(self.local_dir, topology_id) / "stormconf.json").exists()
+
+    def code_ready(self, topology_id: str) -> bool:
+        """Downloaded, and its requirements (if any) installed: a worker may start."""
+        return self.code_downloaded(topology_id) and self.virtualenvs.is_ready(
+            localstate.code_dir(self.local_dir, topology_id))
+
+    def worker_python(self, topology_id: str) -> str | None:
+        """The interpreter the topology's workers run (its virtualenv's), None: the supervisor's."""
+        try:
+            return self.virtualenvs.python_for(localstate.code_dir(self.local_dir, topology_id))
+        except RequirementsError:
+            return None      # code_ready said no: the slot does not launch
+
+    def install_requirements(self, topology_id: str) -> None:
+        """Build the topology's virtualenv unless backing off after a failure; failures are reported."""
+        if self.clock() < self._failed_installs.get(topology_id, 0.0):
+            return                                      # backing off after a failure
+        try:
+            self.virtualenvs.ensure(topology_id, localstate.code_dir(self.local_dir, topology_id))
+        except RequirementsError as exc:
+            self._failed_installs[topology_id] = self.clock() + self.pip_retry_secs
+            log.error("requirements of %s not installed (retry in %gs): %s", topology_id, self.pip_retry_secs, exc)
+            self._report(topology_id, f"requirements not installed on {self._host()}: {exc}")
+            return
+        if self._failed_installs.pop(topology_id, None) is not None:
+            self._clear_report(topology_id)
+
+    def _host(self) -> str:
+        return str(self.conf.get(C.STORM_LOCAL_HOSTNAME.name) or socket.gethostname())
+
+    def _report(self, topology_id: str, text: str) -> None:
+        try:
+            self.state.report_error(topology_id, REQUIREMENTS_COMPONENT, storm.ErrorInfo(
+                error=text, error_time_secs=int(time.time()), host=self._host(), port=0))
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the next retry reports again
+            log.warning("cannot report the requirements error of %s: %s", topology_id, exc)
+
+    def _clear_report(self, topology_id: str) -> None:
+        try:
+            self.state.clear_component_errors(topology_id, REQUIREMENTS_COMPONENT)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cannot clear the requirements error of %s: %s", topology_id, exc)
 
     def topology_conf(self, topology_id: str) -> dict[str, Any]:
         """The topology's own config (for worker.childopts, topology.environment); {} if unreadable."""
@@ -278,7 +335,7 @@ class Syncer:
         for host_port, topology_ids in sorted(requests.items()):
             for topology_id in topology_ids:
                 key = (host_port, topology_id)
-                if not self.code_ready(topology_id) or now < self._offered.get(key, 0.0):
+                if not self.code_downloaded(topology_id) or now < self._offered.get(key, 0.0):
                     continue
                 self._offered[key] = now + OFFER_INTERVAL_SECS
                 try:
@@ -308,10 +365,18 @@ class Syncer:
         root = localstate.stormdist_root(self.local_dir)
         if not root.is_dir():
             return
+        keys: set[str] = set()
         for entry in root.iterdir():
             if entry.name not in keep:
                 log.info("removing code of %s: no longer assigned to this supervisor", entry.name)
                 shutil.rmtree(entry, ignore_errors=True)
+                self._failed_installs.pop(entry.name, None)
+                self.virtualenvs.forget(entry / "code")
+            else:
+                key = self.virtualenvs.key_for(entry / "code")
+                if key is not None:
+                    keys.add(key)
+        self.virtualenvs.remove_unused(keys)
         tmp = localstate.downloads_tmp(self.local_dir)
         if tmp.is_dir():
             for entry in tmp.iterdir():

@@ -1,9 +1,11 @@
-"""A real ZooKeeper server, started from the ZooKeeper jars inside the installed pyspark wheel.
+"""A real ZooKeeper server, from a ZooKeeper distribution or the jars inside the pyspark wheel.
 
 PySpark ships ``zookeeper-*.jar`` and ``zookeeper-jute-*.jar`` (plus the slf4j/log4j2 and
 netty jars they need), and it needs Java 17 anyway, so a standalone server is one ``java``
 command away: ``java -cp '<pyspark>/jars/*' org.apache.zookeeper.server.ZooKeeperServerMain
-zoo.cfg``. ``stormpy dev-zookeeper`` and the test fixtures both use this class.
+zoo.cfg``. Without the ``spark`` extra, a ZooKeeper distribution's ``lib/`` serves the same
+(``zookeeper_home``, ``$ZOOKEEPER_HOME``). ``stormpy dev-zookeeper`` and the test fixtures both
+use this class.
 
 Logging is kept quiet (WARN, to ``zookeeper.log`` in the data directory) because a dev server
 talking at INFO drowns the daemons' own logs. The AdminServer (Jetty on port 8080) is
@@ -38,22 +40,54 @@ rootLogger.level = {level}
 rootLogger.appenderRef.file.ref = file
 """
 
+_LOGBACK = """\
+<configuration>
+  <appender name="file" class="ch.qos.logback.core.FileAppender">
+    <file>{log_file}</file>
+    <encoder><pattern>%d{{ISO8601}} %-5p [%t] %c{{1}}: %m%n</pattern></encoder>
+  </appender>
+  <root level="{level}"><appender-ref ref="file"/></root>
+</configuration>
+"""
+
 
 class ZooKeeperUnavailable(RuntimeError):
     """Java or the ZooKeeper jars are missing; the message says which and what to install."""
 
 
+NO_JARS_HINT = ("ZooKeeper's jars come from the pyspark wheel (pip install 'stormpy-streams[spark]') or from a "
+                "ZooKeeper distribution you point at: --zookeeper-home DIR, dev.zookeeper.home or $ZOOKEEPER_HOME "
+                "(https://zookeeper.apache.org/releases.html, the -bin tarball)")
+
+
 def pyspark_jars_dir() -> Path:
     """The ``jars`` directory of the installed pyspark wheel (holds the ZooKeeper server jars)."""
-    try:
-        import pyspark
-    except ImportError:
-        raise ZooKeeperUnavailable("pyspark is not installed; it ships the ZooKeeper jars "
-                                   "(pip install pyspark)") from None
-    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.origin:
+        raise ZooKeeperUnavailable(f"pyspark is not installed; {NO_JARS_HINT}")
+    jars = Path(spec.origin).resolve().parent / "jars"
     if not any(jars.glob("zookeeper-*.jar")):
         raise ZooKeeperUnavailable(f"no zookeeper-*.jar in {jars}; reinstall pyspark")
     return jars
+
+
+def zookeeper_jar_dirs(home: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Directories whose jars make ZooKeeper's classpath.
+
+    ``home`` (else ``$ZOOKEEPER_HOME``) is a ZooKeeper distribution: its jars are in ``lib/``
+    (the ``-bin`` tarball) or at its top. Without one, the pyspark wheel's ``jars/``.
+    """
+    home = home or os.environ.get("ZOOKEEPER_HOME") or None
+    if home is None:
+        return [pyspark_jars_dir()]
+    root = Path(home).expanduser().resolve()
+    dirs = [d for d in (root / "lib", root) if any(d.glob("zookeeper-*.jar"))]
+    if not dirs:
+        raise ZooKeeperUnavailable(f"no zookeeper-*.jar in {root} or {root / 'lib'}: the ZooKeeper home must be an "
+                                   "unpacked apache-zookeeper-*-bin distribution")
+    return dirs
 
 
 def java_executable() -> str:
@@ -97,10 +131,13 @@ class ZooKeeperServer:
 
     def __init__(self, data_dir: str | os.PathLike[str], port: int | None = None, *, host: str = "127.0.0.1",
                  tick_time_ms: int = 2000, log_level: str = "WARN", heap_mb: int = 256,
-                 tls: tuple[str, str, str] | None = None) -> None:
+                 tls: tuple[str, str, str] | None = None,
+                 zookeeper_home: str | os.PathLike[str] | None = None) -> None:
         """``tls``: (certfile, keyfile, cafile) PEMs: serve only TLS on ``port`` (ZooKeeper's
-        secureClientPort, Netty), clients need a certificate from the CA; no plaintext port."""
+        secureClientPort, Netty), clients need a certificate from the CA; no plaintext port.
+        ``zookeeper_home``: a ZooKeeper distribution whose jars to run (default: the pyspark wheel's)."""
         self.tls = tls
+        self.zookeeper_home = zookeeper_home
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_port(host)
         self.host = host
@@ -138,6 +175,8 @@ class ZooKeeperServer:
         ]))
         (self.data_dir / "log4j2.properties").write_text(
             _LOG4J2.format(log_file=self.log_path, level=self.log_level))
+        (self.data_dir / "logback.xml").write_text(
+            _LOGBACK.format(log_file=self.log_path, level=self.log_level))
         return cfg
 
     def _port_lines(self) -> list[str]:
@@ -165,14 +204,16 @@ class ZooKeeperServer:
         return ctx
 
     def command(self) -> list[str]:
-        """The java command line (classpath = every jar of the pyspark wheel)."""
-        jars = pyspark_jars_dir()
+        """The java command line (classpath = the ZooKeeper home's jars, else the pyspark wheel's)."""
+        classpath = os.pathsep.join(f"{d}{os.sep}*" for d in zookeeper_jar_dirs(self.zookeeper_home))
         return [
             java_executable(), f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-Dzookeeper.admin.enableServer=false",
             "-Dzookeeper.jmx.log4j.disable=true",
-            "-cp", f"{jars}{os.sep}*", MAIN_CLASS, str(self.data_dir / "zoo.cfg"),
+            # a distribution logs through logback (3.8+): the same quiet file, no console chatter
+            f"-Dlogback.configurationFile={self.data_dir / 'logback.xml'}",
+            "-cp", classpath, MAIN_CLASS, str(self.data_dir / "zoo.cfg"),
         ]
 
     def start(self, timeout: float = 60.0) -> "ZooKeeperServer":

@@ -13,6 +13,7 @@ import traceback
 from pathlib import Path
 
 from stormpy.errors import TopologyFileError
+from stormpy.extras import MissingExtra, for_missing_module
 from stormpy.topology.dsl import Topology
 
 log = logging.getLogger(__name__)
@@ -51,8 +52,14 @@ def import_topology_module(path: str | Path) -> object:
     except SyntaxError as exc:
         _restore(name, previous)
         raise TopologyFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except MissingExtra:
+        _restore(name, previous)
+        raise                      # already the one line that says what to install
     except Exception as exc:
         _restore(name, previous)
+        missing = for_missing_module(exc, str(path)) if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None:    # `import pyspark` without the spark extra: name the extra
+            raise missing from None
         where = _user_frame(exc, str(file))
         raise TopologyFileError(f"{path}{where}: importing it raised {type(exc).__name__}: {exc}") from None
     return module

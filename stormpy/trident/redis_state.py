@@ -31,6 +31,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from stormpy.extras import import_module, require
 from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
                                    MapStateFactory, decode_key, encode_key, decode_value, encode_value)
 
@@ -99,7 +100,7 @@ class RedisMapState(BackingMap):
     def client(self) -> Any:
         """The redis-py client (created on first use: factories and states travel without it)."""
         if self._client is None:
-            import redis
+            redis = import_module("redis", "redis", "RedisMapState")
             from redis.backoff import NoBackoff
             from redis.retry import Retry
             self._client = redis.Redis.from_url(

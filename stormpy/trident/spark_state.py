@@ -46,6 +46,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from stormpy.extras import require
 from stormpy.trident.state import State, StateFactory, StateUpdater
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class SparkState(StateFactory):
             raise ValueError(f"SparkState format must be one of {', '.join(FORMATS)}, got {format!r}")
         if max_inflight is not None and max_inflight < 0:
             raise ValueError(f"SparkState max_inflight must be >= 0, got {max_inflight}")
+        require("spark", "SparkState")      # one line naming the extra, at the topology's import
         if path is not None:
             from stormpy.spark.idempotent import check_atomic_rename
             check_atomic_rename(path)

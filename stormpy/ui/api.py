@@ -132,6 +132,8 @@ def topology_summary(cs: Any) -> dict[str, Any]:
             "tasksTotal": topo.num_tasks,
             "workersTotal": topo.num_workers,
             "executorsTotal": topo.num_executors,
+            # only when there is one: why workers cannot start (a failed requirements install)
+            **({"schedulerInfo": topo.sched_status} if topo.sched_status else {}),
         })
     return {"topologies": rows}
 
@@ -206,6 +208,7 @@ def topology_page(info: Any, topology: Any | None, conf_json: str | None, window
         "id": info.id,
         "name": info.name,
         "status": info.status,
+        "schedulerInfo": info.sched_status,
         "uptime": pretty_uptime(info.uptime_secs),
         "uptimeSeconds": info.uptime_secs,
         "tasksTotal": sum(c.num_tasks for c in comps.values()),

@@ -191,6 +191,8 @@ def render_topology(doc: Mapping[str, Any]) -> str:
         ["Name", "Id", "Status", "Uptime", "Workers", "Executors", "Tasks", "Message timeout"],
         [[doc["name"], tid, doc["status"], doc["uptime"], doc["workersTotal"], doc["executorsTotal"],
           doc["tasksTotal"], f'{doc["msgTimeout"]} s' if doc.get("msgTimeout") is not None else ""]]))]
+    if doc.get("schedulerInfo"):     # workers cannot start, e.g. the topology's requirements failed to install
+        parts.append(section("Scheduler Info", table(["Why workers are not running"], [[doc["schedulerInfo"]]])))
     parts.append(section("Topology Visualization", link(graph_href(tid), "Show the topology graph")))
     parts.append(section("Last Hour", Html(charts_markup(timeseries_href(tid), "Complete latency (ms)"))))
     parts.append(section("Topology Actions", _actions(doc)))
