@@ -166,7 +166,7 @@ def _find_leader_once(conf: Mapping[str, Any], timeout_secs: float) -> Any:
     secret = read_secret(conf)
     tls = client_tls(conf)
     reasons: list[str] = []
-    reached = tls_failed = False
+    reached = tls_failed = answered = False   # answered: some Nimbus said who leads (or that none does)
     for host, port in addresses:
         try:
             client = open_client(host, port, timeout_secs, secret, tls)
@@ -191,6 +191,7 @@ def _find_leader_once(conf: Mapping[str, Any], timeout_secs: float) -> Any:
             reasons.append(f"{host}:{port} (getLeader failed: {_reason(exc)})")
             _close(client)
             continue
+        answered = True
         if leader is None or not leader.isLeader:
             reasons.append(f"{host}:{port} (knows no leader)")
             _close(client)
@@ -209,6 +210,8 @@ def _find_leader_once(conf: Mapping[str, Any], timeout_secs: float) -> Any:
     if not reached:
         raise UserError(f"cannot reach Nimbus at {', '.join(reasons)}; is `stormpy nimbus` running? "
                         f"(check nimbus.seeds and nimbus.thrift.port)")
+    if not answered:   # reached, but no Nimbus could tell (TLS refused after the handshake, a broken call)
+        raise UserError(f"could not find a leader Nimbus from the seed hosts: {', '.join(reasons)}")
     raise _NoLeaderYet(f"could not find a leader Nimbus from the seed hosts: {', '.join(reasons)} "
                        f"(a failover takes up to storm.zookeeper.session.timeout; check nimbus.seeds)",
                        ", ".join(reasons))
