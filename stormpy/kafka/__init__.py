@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from stormpy.kafka.config import (FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, RecordTranslator,
                                   RetryPolicy)
+from stormpy.kafka.bolt import FieldNameMapper, KafkaBolt
 from stormpy.kafka.spout import KafkaSpout
 
-__all__ = ["KafkaSpout", "KafkaSpoutConfig", "FirstPollOffsetStrategy", "ProcessingGuarantee", "RecordTranslator",
+__all__ = ["KafkaSpout", "KafkaBolt", "FieldNameMapper", "KafkaSpoutConfig", "FirstPollOffsetStrategy", "ProcessingGuarantee", "RecordTranslator",
            "RetryPolicy"]
