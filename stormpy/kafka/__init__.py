@@ -15,6 +15,7 @@ from stormpy.kafka.config import (FirstPollOffsetStrategy, KafkaSpoutConfig, Pro
                                   RetryPolicy)
 from stormpy.kafka.bolt import FieldNameMapper, KafkaBolt
 from stormpy.kafka.spout import KafkaSpout
+from stormpy.kafka.trident import OpaqueKafkaSpout, TransactionalKafkaSpout
 
 __all__ = ["KafkaSpout", "KafkaBolt", "FieldNameMapper", "KafkaSpoutConfig", "FirstPollOffsetStrategy", "ProcessingGuarantee", "RecordTranslator",
-           "RetryPolicy"]
+           "RetryPolicy", "OpaqueKafkaSpout", "TransactionalKafkaSpout"]
