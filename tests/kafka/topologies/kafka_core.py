@@ -40,7 +40,10 @@ class RecordSink(Bolt):
 def core_topology(conf: Any) -> type:
     spout = KafkaSpout(KafkaSpoutConfig(bootstrap_servers=conf["kwc.bootstrap"], topics=[conf["kwc.topic"]],
                                         group_id=conf["kwc.group"], offset_commit_period_ms=300,
-                                        retry=RetryPolicy(initial_delay_ms=100, delay_period_ms=50)))
+                                        retry=RetryPolicy(initial_delay_ms=100, delay_period_ms=50),
+                                        # a SIGKILLed worker's consumer leaves the group within seconds
+                                        kafka_conf={"session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                                                    "max.poll.interval.ms": 20000}))
 
     class Records(Topology):
         config = {"topology.message.timeout.secs": 10, "topology.max.spout.pending": 200}
