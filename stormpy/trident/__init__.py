@@ -21,11 +21,12 @@ __all__ = ["TridentTopology", "Stream", "GroupedStream", "TridentState", "BatchS
            "OpaquePartitionedSpout", "Function", "Filter", "CombinerAggregator", "ReducerAggregator",
            "Aggregator", "Count", "Sum", "MapGet", "QueryFunction", "TridentTuple", "State", "StateFactory",
            "StateUpdater", "BackingMap", "MapState", "map_state_factory", "MemoryMapState", "SqliteMapState",
-           "RedisMapState", "SparkState", "OpaqueKafkaSpout", "TransactionalKafkaSpout"]
+           "RedisMapState", "SparkState", "OpaqueKafkaSpout", "TransactionalKafkaSpout",
+           "OpaqueRedisStreamSpout"]
 
 #: connector classes ``stormpy.trident`` re-exports, imported on first use (no cycle, no client import)
 _LAZY = {"SparkState": "stormpy.trident.spark_state", "OpaqueKafkaSpout": "stormpy.kafka.trident",
-         "TransactionalKafkaSpout": "stormpy.kafka.trident"}
+         "TransactionalKafkaSpout": "stormpy.kafka.trident", "OpaqueRedisStreamSpout": "stormpy.redis.streams"}
 
 
 def __getattr__(name: str) -> Any:
