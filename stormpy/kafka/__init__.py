@@ -5,6 +5,8 @@
 - :class:`KafkaBolt`: a producer bolt that acks its input once the broker confirmed the write.
 - :class:`OpaqueKafkaSpout` / :class:`TransactionalKafkaSpout`: Trident spouts, one Trident
   partition per Kafka partition (also exported by ``stormpy.trident``).
+- :class:`KafkaState` (``KafkaState.factory(...)``) with :class:`KafkaStateUpdater`: Trident
+  ``partition_persist`` into a topic, one Kafka transaction per batch.
 
 confluent-kafka is imported when a component starts, so topology files import this package
 on machines without it (a submit host, Nimbus).
@@ -15,7 +17,9 @@ from stormpy.kafka.config import (FirstPollOffsetStrategy, KafkaSpoutConfig, Pro
                                   RetryPolicy)
 from stormpy.kafka.bolt import FieldNameMapper, KafkaBolt
 from stormpy.kafka.spout import KafkaSpout
+from stormpy.kafka.state import KafkaState, KafkaStateFactory, KafkaStateUpdater
 from stormpy.kafka.trident import OpaqueKafkaSpout, TransactionalKafkaSpout
 
 __all__ = ["KafkaSpout", "KafkaBolt", "FieldNameMapper", "KafkaSpoutConfig", "FirstPollOffsetStrategy", "ProcessingGuarantee", "RecordTranslator",
-           "RetryPolicy", "OpaqueKafkaSpout", "TransactionalKafkaSpout"]
+           "RetryPolicy", "OpaqueKafkaSpout", "TransactionalKafkaSpout", "KafkaState",
+           "KafkaStateFactory", "KafkaStateUpdater"]

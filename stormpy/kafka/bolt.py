@@ -30,14 +30,20 @@ class FieldNameMapper:
         self.key_field = key_field
         self.value_field = value_field
 
+    @staticmethod
+    def _fields(tup: Any) -> list[str]:
+        """A bolt's Tuple (values: a namedtuple) or a TridentTuple (``fields``)."""
+        fields = getattr(tup, "fields", None)
+        return list(fields) if fields is not None else list(getattr(tup.values, "_fields", ()))
+
     def key(self, tup: Any) -> Any:
         if self.key_field is None:
             return None
-        fields = list(getattr(tup.values, "_fields", ()))
+        fields = self._fields(tup)
         return tup.values[fields.index(self.key_field)] if self.key_field in fields else None
 
     def value(self, tup: Any) -> Any:
-        fields = list(getattr(tup.values, "_fields", ()))
+        fields = self._fields(tup)
         if self.value_field in fields:
             return tup.values[fields.index(self.value_field)]
         return tup.values[-1]   # no 'message' field: the last one

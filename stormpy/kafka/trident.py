@@ -149,12 +149,18 @@ class _KafkaTridentSpout:
         while len(got) < want:
             timeout = 0 if (end is None and got) else max(0.0, deadline - time.monotonic())
             records = reader.consume(want - len(got), timeout=timeout)
+            fresh = 0
             for record in records:
-                if record.error() is None and (end is None or record.offset() < end):
+                if record.error() is not None:
+                    log.warning("%s: reading %s: %s", type(self).__name__, partition, record.error())
+                elif end is None or record.offset() < end:
                     got.append(record)
-            if not records and (end is None or time.monotonic() > deadline):
+                    fresh += 1
+            if not fresh and (end is None or time.monotonic() > deadline):
                 break
             if end is not None and got and got[-1].offset() >= end - 1:
+                break
+            if time.monotonic() > deadline + (0 if end is not None else 1.0):
                 break
         if got:
             self.positions[partition] = got[-1].offset() + 1
