@@ -22,15 +22,20 @@ def kind(service: str) -> str:
     return service.rstrip("0123456789")
 
 
+def stormpy_services() -> dict:
+    """The services running stormpy (the optional ``kafka`` broker is not one)."""
+    return {name: spec for name, spec in compose()["services"].items() if "command" in spec}
+
+
 def test_compose_has_the_cluster_services():
-    services = compose()["services"]
+    services = stormpy_services()
     assert set(services) == {"zookeeper", "nimbus", "nimbus2", "supervisor1", "supervisor2", "ui"}
     assert sum(1 for s in services if kind(s) == "nimbus") == 2
     assert sum(1 for s in services if kind(s) == "supervisor") == 2
 
 
 def test_compose_commands_are_the_fixture_commands(tmp_path):
-    for service, spec in compose()["services"].items():
+    for service, spec in stormpy_services().items():
         command = spec["command"]
         fixture = DaemonProcess(DAEMON_COMMANDS[kind(service)], {}, tmp_path, name=service)
         argv = fixture.argv()
@@ -52,3 +57,9 @@ def test_compose_config_points_at_the_services():
 def test_dockerfile_installs_stormpy():
     text = (REPO / "Dockerfile").read_text()
     assert "pip install" in text and "openjdk-17" in text
+
+
+def test_compose_kafka_is_an_optional_real_broker():
+    kafka = compose()["services"]["kafka"]
+    assert kafka["image"].startswith("apache/kafka:") and kafka["profiles"] == ["kafka"]
+    assert kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
