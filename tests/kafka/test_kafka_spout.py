@@ -8,6 +8,7 @@ partition. The first-poll strategies and the config's checks are covered too.
 from __future__ import annotations
 
 import re
+import time
 import threading
 from typing import Any
 
@@ -20,6 +21,9 @@ from stormpy.testing import wait_until
 from stormpy.testing.kafka import MOCK_PARTITIONS, committed_offsets, produce
 
 LOCK = threading.Lock()
+#: the mock cluster keeps a closed consumer in its group until its session times out (45 s by
+#: default): a second deployment of the same group joins sooner with a short session
+FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 SEEN: dict[tuple[int, int], int] = {}        # (partition, offset) -> times processed and acked
 FAILED_ONCE: set[tuple[int, int]] = set()
 VALUES: dict[tuple[int, int], str] = {}
@@ -121,7 +125,7 @@ def test_a_new_deployment_resumes_the_committed_offsets(kafka_cluster: Any, kafk
     topic, group = kafka_names
     produce(kafka_cluster.bootstrap_servers, topic, [f"a-{i}".encode() for i in range(40)])
     config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
-                              offset_commit_period_ms=100, retry=RetryPolicy(initial_delay_ms=20))
+                              offset_commit_period_ms=100, retry=RetryPolicy(initial_delay_ms=20), kafka_conf=FAST_GROUP)
     local = run(config, "kafka-resume", par=1)
     try:
         wait_until(lambda: len(done_offsets()) == 40, 60, "the first 40 records")
@@ -144,7 +148,7 @@ def test_earliest_rereads_what_another_deployment_committed(kafka_cluster: Any, 
     produce(kafka_cluster.bootstrap_servers, topic, [f"e-{i}".encode() for i in range(30)])
     config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=re.compile(re.escape(topic)),
                               group_id=group, offset_commit_period_ms=100, first_poll_offset_strategy="EARLIEST",
-                              retry=RetryPolicy(initial_delay_ms=20))
+                              retry=RetryPolicy(initial_delay_ms=20), kafka_conf=FAST_GROUP)
     local = run(config, "kafka-earliest-a", par=1)
     try:
         wait_until(lambda: len(done_offsets()) == 30, 60, "30 records through a pattern subscription")
@@ -169,3 +173,36 @@ def test_bad_config_is_one_clear_error(kwargs: dict[str, Any], message: str) -> 
     base = {"bootstrap_servers": "localhost:9092", "topics": ["t"], "group_id": "g"}
     with pytest.raises(ValueError, match=message):
         KafkaSpoutConfig(**{**base, **kwargs})
+
+
+class FailEverything(Bolt):
+    def process(self, tup: Any) -> None:
+        with LOCK:
+            SEEN[(tup.values.partition, tup.values.offset)] = SEEN.get((tup.values.partition, tup.values.offset), 0) + 1
+        raise RuntimeError("every tuple fails")
+
+
+@pytest.mark.parametrize("guarantee", ["AT_MOST_ONCE", "NO_GUARANTEE"])
+def test_untracked_guarantees_never_replay_and_commit_everything(kafka_cluster: Any, kafka_names: Any,
+                                                                 guarantee: str) -> None:
+    reset()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"u-{i}".encode() for i in range(60)])
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              processing_guarantee=guarantee, offset_commit_period_ms=200)
+
+    class Untracked(Topology):
+        spout = KafkaSpout(config).spec(par=1)
+        sink = FailEverything.spec(inputs=[spout])
+
+    local = LocalTopology(Untracked, f"kafka-{guarantee.lower().replace('_', '-')}").start()
+    try:
+        wait_until(lambda: len(done_offsets()) == 60, 60, "60 records seen")
+        wait_until(lambda: sum(max(o, 0) for o in committed_offsets(kafka_cluster.bootstrap_servers, group,
+                                                                    topic).values()) == 60,
+                   30, "every offset committed although every tuple failed")
+        time.sleep(1.0)
+    finally:
+        local.stop(drain_secs=2)
+    with LOCK:
+        assert set(SEEN.values()) == {1}, "nothing replayed"
