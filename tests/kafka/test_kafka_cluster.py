@@ -70,6 +70,16 @@ def sigkill_and_wait_restart(cluster: ProcessCluster, topology_id: str, victim: 
                f"the supervisor to restart SIGKILLed worker {victim}")
 
 
+def high_watermark(bootstrap: str, topic: str, partition: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks", "log_level": 3})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=15)[1]
+    finally:
+        consumer.close()
+
+
 def stored(db: Path) -> dict[tuple[int, int], str]:
     if not db.exists():
         return {}
@@ -87,6 +97,7 @@ class CommitWatcher:
         self.args = (bootstrap, group, topic)
         self.db = db
         self.violations: list[str] = []
+        self.bad: dict[tuple[int, int], str] = {}
         self.samples = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -96,12 +107,17 @@ class CommitWatcher:
         while not self.stop.is_set():
             committed = committed_offsets(*self.args)   # first: what is stored only grows
             done = stored(self.db)
+            done.update(self.skipped())
             for partition, offset in committed.items():
                 missing = [o for o in range(max(offset, 0)) if (partition, o) not in done]
                 if missing:
                     self.violations.append(f"partition {partition} committed {offset}, not stored: {missing[:5]}")
             self.samples += 1
             self.stop.wait(0.3)
+
+    def skipped(self) -> dict[tuple[int, int], str]:
+        """The undecodable record: skipped by the spout, so never stored (where it is, from its offset)."""
+        return self.bad
 
     def close(self) -> None:
         self.stop.set()
@@ -116,9 +132,12 @@ def test_kafka_spout_at_least_once_through_worker_sigkills_and_a_rebalance(clust
     bootstrap = cluster.kafka.bootstrap_servers
     values = [f"r-{i}" for i in range(3000)]
     produce(bootstrap, topic, [v.encode() for v in values[:1500]])
+    bad_at = (0, high_watermark(bootstrap, topic, 0))
+    produce(bootstrap, topic, [b"\xff\xfe undecodable"], partition=0)
     topology_id = submit(cluster, "kafka_core.py", name, {"kwc.bootstrap": bootstrap, "kwc.topic": topic,
                                                           "kwc.group": group, "kwc.db": str(db)})
     watcher = CommitWatcher(bootstrap, group, topic, db)
+    watcher.bad[bad_at] = "undecodable"
     try:
         first, second = cluster.wait_workers(topology_id, 2)
         wait_until(lambda: len(stored(db)) >= 200, 90, "200 records stored before the first SIGKILL")
@@ -132,12 +151,14 @@ def test_kafka_spout_at_least_once_through_worker_sigkills_and_a_rebalance(clust
         cluster.cli("rebalance", name, "-w", "0", "-e", "records=1")
         produce(bootstrap, topic, [v.encode() for v in values[2500:]])
         wait_until(lambda: len(stored(db)) == 3000, 150, "all 3000 records stored after the rebalance")
-        wait_until(lambda: sum(max(o, 0) for o in committed_offsets(bootstrap, group, topic).values()) == 3000,
-                   60, "every partition committed to its end")
+        wait_until(lambda: sum(max(o, 0) for o in committed_offsets(bootstrap, group, topic).values()) == 3001,
+                   60, "every partition committed to its end, past the undecodable record")
+        errors = [e.error for e in (cluster.topology_info(topology_id).errors or {}).get("records", [])]
+        assert any("could not be translated" in e for e in errors), f"the bad record is the spout's error: {errors}"
     finally:
         watcher.close()
         finish(cluster, name, topology_id)
-    assert sorted(stored(db).values()) == sorted(values)
+    assert sorted(stored(db).values()) == sorted(values) and bad_at not in stored(db)
     assert watcher.samples > 10 and not watcher.violations, watcher.violations[:5]
 
 
