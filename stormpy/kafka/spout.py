@@ -116,6 +116,7 @@ class KafkaSpout(Spout):
         self.last_commit = time.monotonic()
         self.commit_period = cfg.offset_commit_period_ms / 1000.0
         self.poll_timeout = cfg.poll_timeout_ms / 1000.0
+        self.cooperative = "cooperative" in str(cfg.kafka_conf.get("partition.assignment.strategy", ""))
         self.consumer = Consumer(cfg.consumer_conf(), logger=logging.getLogger("stormpy.kafka.librdkafka"))
         self.consumer.subscribe(cfg.subscription(), on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_lost)
@@ -154,7 +155,10 @@ class KafkaSpout(Spout):
             elif offset >= 0:
                 tp.offset = offset
             self.parts[(tp.topic, tp.partition)] = PartitionProgress(self.generation, offset if offset >= 0 else None)
-        consumer.assign(partitions)
+        if self.cooperative:
+            consumer.incremental_assign(partitions)   # the other partitions stay where they are
+        else:
+            consumer.assign(partitions)
         log.info("KafkaSpout assigned %s", [(tp.topic, tp.partition, tp.offset) for tp in partitions])
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:

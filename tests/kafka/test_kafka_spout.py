@@ -206,3 +206,17 @@ def test_untracked_guarantees_never_replay_and_commit_everything(kafka_cluster: 
         local.stop(drain_secs=2)
     with LOCK:
         assert set(SEEN.values()) == {1}, "nothing replayed"
+
+
+def test_cooperative_rebalancing_when_asked(kafka_cluster: Any, kafka_names: Any) -> None:
+    reset()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"c-{i}".encode() for i in range(80)])
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              offset_commit_period_ms=200, retry=RetryPolicy(initial_delay_ms=20),
+                              kafka_conf={**FAST_GROUP, "partition.assignment.strategy": "cooperative-sticky"})
+    local = run(config, "kafka-cooperative", par=2)
+    try:
+        wait_until(lambda: len(done_offsets()) == 80, 60, "80 records with cooperative-sticky assignment")
+    finally:
+        local.stop(drain_secs=5)
