@@ -145,6 +145,7 @@ class _KafkaTridentSpout:
         reader = self._reader(partition, start)
         want = self.max_batch_size if end is None else end - start
         got: list[Any] = []
+        expected = start
         deadline = time.monotonic() + (30.0 if end is not None else self.poll_timeout)
         while len(got) < want:
             timeout = 0 if (end is None and got) else max(0.0, deadline - time.monotonic())
@@ -153,8 +154,11 @@ class _KafkaTridentSpout:
             for record in records:
                 if record.error() is not None:
                     log.warning("%s: reading %s: %s", type(self).__name__, partition, record.error())
+                elif record.offset() < expected:
+                    continue   # fetched for an earlier position: never read a record twice in a batch
                 elif end is None or record.offset() < end:
                     got.append(record)
+                    expected = record.offset() + 1
                     fresh += 1
             if not fresh and (end is None or time.monotonic() > deadline):
                 break

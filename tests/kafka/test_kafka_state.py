@@ -4,7 +4,8 @@ is aborted and its txid written again, and every input record is committed.
 
 librdkafka's mock cluster does not hide aborted records from ``read_committed`` consumers (a
 real broker does), so here the failed attempt's records are still read; the test checks that
-they are exactly the records of the failed txid, which the ``stormpy.txid`` header names."""
+they are exactly the records of the failed txid, which the ``stormpy.txid`` header names (the
+spout is transactional, so the replay of that txid carries the same records)."""
 from __future__ import annotations
 
 import threading
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from stormpy.kafka import KafkaState, KafkaStateUpdater, OpaqueKafkaSpout
+from stormpy.kafka import KafkaState, KafkaStateUpdater, TransactionalKafkaSpout
 from stormpy.local.runner import LocalTopology
 from stormpy.testing import wait_until
 from stormpy.testing.kafka import MOCK_PARTITIONS, produce
@@ -71,7 +72,7 @@ def test_each_batch_is_one_transaction(kafka_cluster: Any, kafka_names: Any) -> 
         config = {"topology.trident.batch.emit.interval.millis": 50, "topology.message.timeout.secs": 10}
 
         def build(self, conf: Any) -> None:
-            (self.new_stream("in", OpaqueKafkaSpout(bootstrap, [topic], max_batch_size=20), par=1)
+            (self.new_stream("in", TransactionalKafkaSpout(bootstrap, [topic], max_batch_size=20), par=1)
                  .each(["offset", "value"], ToRecord(), ["out_key", "message"])
                  .partition_persist(KafkaState.factory(bootstrap, out), ["out_key", "message"], FailOnceAfterWriting()))
 
