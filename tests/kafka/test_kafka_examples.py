@@ -49,3 +49,17 @@ def test_streamparse_kafka_jvm_project_runs_with_kafka_spout(kafka_cluster: Any,
     for path in tmp_path.glob("counts.*"):
         counts.update(json.loads(path.read_text()))
     assert counts == Counter(p["url"] for p in pixels)
+
+
+def test_kafka_wordcount_mock_command_prints_a_bootstrap_address() -> None:
+    proc = subprocess.Popen([sys.executable, str(REPO / "examples" / "kafka_wordcount.py"), "mock"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("bootstrap 127.0.0.1:"), line
+        produce(line.split(" ", 1)[1].strip(), "hello", [b"a"])     # a real (mock) broker answers
+    finally:
+        if proc.stdin:
+            proc.stdin.close()               # the holder exits when its stdin closes
+        proc.wait(30)
