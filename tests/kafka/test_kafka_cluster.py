@@ -5,7 +5,8 @@ processes) reading the mock Kafka cluster, which runs in yet another process, ov
   topology runs the group's committed offsets never pass a record the sink has not stored.
 - ``stormpy rebalance -e records=1``: the spout's partitions move to the remaining task, nothing
   is lost.
-- OpaqueKafkaSpout into SqliteMapState with worker SIGKILLs: exact word counts.
+- OpaqueKafkaSpout (and TransactionalKafkaSpout) into SqliteMapState with worker SIGKILLs:
+  exact word counts.
 """
 from __future__ import annotations
 
@@ -162,9 +163,11 @@ def test_kafka_spout_at_least_once_through_worker_sigkills_and_a_rebalance(clust
     assert watcher.samples > 10 and not watcher.violations, watcher.violations[:5]
 
 
-def test_opaque_kafka_spout_exact_counts_through_worker_sigkills(cluster: ProcessCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["opaque", "transactional"])
+def test_trident_kafka_spout_exact_counts_through_worker_sigkills(cluster: ProcessCluster, tmp_path: Path,
+                                                                 kind: str) -> None:
     tag = uuid.uuid4().hex[:6]
-    topic, name = f"words-{tag}", f"kopq-{tag}"
+    topic, name = f"words-{tag}", f"k{kind[:3]}-{tag}"
     db = tmp_path / "counts.db"
     bootstrap = cluster.kafka.bootstrap_servers
     rnd = random.Random(7)
@@ -173,8 +176,8 @@ def test_opaque_kafka_spout_exact_counts_through_worker_sigkills(cluster: Proces
     expected = Counter(w for line in lines for w in line.split())
     produce(bootstrap, topic, [line.encode() for line in lines[:1200]])
     topology_id = submit(cluster, "kafka_trident.py", name, {"kwc.bootstrap": bootstrap, "kwc.topic": topic,
-                                                             "kwc.db": str(db), "kwc.kind": "opaque"})
-    factory = SqliteMapState.opaque(db)
+                                                             "kwc.db": str(db), "kwc.kind": kind})
+    factory = (SqliteMapState.opaque if kind == "opaque" else SqliteMapState.transactional)(db)
 
     def counts() -> Counter:
         try:
