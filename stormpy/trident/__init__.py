@@ -21,12 +21,17 @@ __all__ = ["TridentTopology", "Stream", "GroupedStream", "TridentState", "BatchS
            "OpaquePartitionedSpout", "Function", "Filter", "CombinerAggregator", "ReducerAggregator",
            "Aggregator", "Count", "Sum", "MapGet", "QueryFunction", "TridentTuple", "State", "StateFactory",
            "StateUpdater", "BackingMap", "MapState", "map_state_factory", "MemoryMapState", "SqliteMapState",
-           "RedisMapState", "SparkState"]
+           "RedisMapState", "SparkState", "OpaqueKafkaSpout", "TransactionalKafkaSpout",
+           "OpaqueRedisStreamSpout"]
+
+#: connector classes ``stormpy.trident`` re-exports, imported on first use (no cycle, no client import)
+_LAZY = {"SparkState": "stormpy.trident.spark_state", "OpaqueKafkaSpout": "stormpy.kafka.trident",
+         "TransactionalKafkaSpout": "stormpy.kafka.trident", "OpaqueRedisStreamSpout": "stormpy.redis.streams"}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "SparkState":
-        value = importlib.import_module("stormpy.trident.spark_state").SparkState
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'stormpy.trident' has no attribute {name!r}")

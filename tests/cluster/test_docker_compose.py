@@ -22,15 +22,20 @@ def kind(service: str) -> str:
     return service.rstrip("0123456789")
 
 
+def stormpy_services() -> dict:
+    """The services running stormpy (the optional ``kafka`` broker is not one)."""
+    return {name: spec for name, spec in compose()["services"].items() if "command" in spec}
+
+
 def test_compose_has_the_cluster_services():
-    services = compose()["services"]
+    services = stormpy_services()
     assert set(services) == {"zookeeper", "nimbus", "nimbus2", "supervisor1", "supervisor2", "ui"}
     assert sum(1 for s in services if kind(s) == "nimbus") == 2
     assert sum(1 for s in services if kind(s) == "supervisor") == 2
 
 
 def test_compose_commands_are_the_fixture_commands(tmp_path):
-    for service, spec in compose()["services"].items():
+    for service, spec in stormpy_services().items():
         command = spec["command"]
         fixture = DaemonProcess(DAEMON_COMMANDS[kind(service)], {}, tmp_path, name=service)
         argv = fixture.argv()
@@ -62,3 +67,9 @@ def test_each_nimbus_keeps_its_local_dir_on_a_volume():
         mounts = {v.split(":")[1]: v.split(":")[0] for v in spec["services"][service]["volumes"]}
         assert mounts.get(local_dir) == f"{service}-local", f"{service} has no volume at {local_dir}"
         assert f"{service}-local" in spec["volumes"]
+
+
+def test_compose_kafka_is_an_optional_real_broker():
+    kafka = compose()["services"]["kafka"]
+    assert kafka["image"].startswith("apache/kafka:") and kafka["profiles"] == ["kafka"]
+    assert kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"

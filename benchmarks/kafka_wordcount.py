@@ -1,0 +1,212 @@
+"""Benchmark: what reading from Kafka costs a word count, against the same topology fed from memory.
+
+    python benchmarks/kafka_wordcount.py [--records 1000000] [--batch 2000]
+
+A topic of ``--records`` short sentences (the bundled text, cycled) is written to librdkafka's
+mock cluster (3 brokers, a separate process, over TCP: no real broker runs here). Printed, all
+in one run, as records/s over the whole topic:
+
+- the consumer alone (confluent-kafka, no stormpy): the reference;
+- core, acking on: KafkaSpout -> split -> count (fields grouping) under ``stormpy local``, and
+  the same split/count fed by an in-memory spout emitting the same sentences; the ratio
+  (target: Kafka costs at most 25%, ratio >= 0.75);
+- Trident: OpaqueKafkaSpout -> split -> group_by + persistent_aggregate(Count) into
+  MemoryMapState, and the same fed by an in-memory opaque spout with the same batch size
+  (``--batch`` records per partition per batch); the ratio (target >= 0.85).
+
+Each topology runs until every record is acked (core) or every word is committed (Trident).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from stormpy import Bolt, Grouping, Spout, Topology
+from stormpy.kafka import KafkaSpout, KafkaSpoutConfig
+from stormpy.local.runner import LocalTopology
+from stormpy.testing.kafka import MOCK_PARTITIONS, MockKafkaCluster, produce
+from stormpy.trident import Count, Function, MemoryMapState, OpaqueKafkaSpout, OpaquePartitionedSpout, TridentTopology
+
+DATA = Path(__file__).resolve().parent.parent / "examples" / "data" / "sentences.txt"
+SENTENCES = [line.strip().lower().rstrip(".") for line in DATA.read_text().splitlines() if line.strip()]
+
+
+def records(n: int) -> list[str]:
+    return [s for s, _ in zip(itertools.cycle(SENTENCES), range(n))]
+
+
+class MemorySpout(Spout):
+    """The in-memory twin of KafkaSpout: the same sentences, tracked by id, the same field name."""
+
+    outputs = ["value"]
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.lines = records(self.n)
+        self.i = 0
+
+    def next_tuple(self) -> None:
+        if self.i < self.n:
+            self.emit([self.lines[self.i]], tup_id=self.i)
+            self.i += 1
+        else:
+            time.sleep(0.001)
+
+
+class Split(Bolt):
+    outputs = ["word"]
+
+    def process(self, tup: Any) -> None:
+        for word in tup.values.value.split():
+            self.emit([word])
+
+
+class Counter(Bolt):
+    outputs: list[str] = []
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.counts: dict[str, int] = {}
+
+    def process(self, tup: Any) -> None:
+        word = tup.values[0]
+        self.counts[word] = self.counts.get(word, 0) + 1
+
+
+def spout_acked(local: LocalTopology) -> int:
+    return sum(sum(dict(e.stats.acked).values()) for e in local.runtime.executors.values() if e.kind == "spout")
+
+
+def run_core(spout: Any, n: int) -> float:
+    class Core(Topology):
+        source = spout.spec(par=1)
+        split = Split.spec(inputs={source: Grouping.SHUFFLE})
+        count = Counter.spec(inputs={split: Grouping.fields("word")})
+
+    local = LocalTopology(Core, f"bench-core-{uuid.uuid4().hex[:4]}",
+                          user_overrides={"topology.max.spout.pending": 2000, "topology.message.timeout.secs": 120})
+    local.start()
+    try:
+        while spout_acked(local) == 0:   # a consumer group join is set-up, not throughput
+            time.sleep(0.01)
+        t0, first = time.perf_counter(), spout_acked(local)
+        while (done := spout_acked(local)) < n:
+            time.sleep(0.02)
+        return (done - first) / (time.perf_counter() - t0)
+    finally:
+        local.stop(drain_secs=0)
+
+
+class MemoryOpaqueSpout(OpaquePartitionedSpout):
+    """The in-memory twin of OpaqueKafkaSpout: MOCK_PARTITIONS partitions, ``batch`` records each per batch."""
+
+    outputs = ["value"]
+
+    def __init__(self, n: int, batch: int) -> None:
+        self.n = n
+        self.batch = batch
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        lines = records(self.n)
+        self.parts = {p: lines[p::MOCK_PARTITIONS] for p in range(MOCK_PARTITIONS)}
+
+    def partitions(self) -> list[int]:
+        return list(range(MOCK_PARTITIONS))
+
+    def emit_batch(self, txid: int, collector: Any, partition: Any, last_meta: Any) -> Any:
+        start = last_meta["next"] if last_meta else 0
+        end = min(start + self.batch, len(self.parts[partition]))
+        for line in self.parts[partition][start:end]:
+            collector.emit([line])
+        return {"next": end}
+
+
+class TSplit(Function):
+    def execute(self, tup: Any, collector: Any) -> None:
+        for word in tup["value"].split():
+            collector.emit([word])
+
+
+def run_trident(spout: Any, words: int) -> float:
+    state = MemoryMapState.opaque(f"bench-{uuid.uuid4().hex[:6]}")
+
+    class Tri(TridentTopology):
+        config = {"topology.trident.batch.emit.interval.millis": 0, "topology.max.spout.pending": 4}
+
+        def build(self, conf: Any) -> None:
+            (self.new_stream("s", spout, par=1).each(["value"], TSplit(), ["word"])
+                 .group_by(["word"]).persistent_aggregate(state, Count(), ["count"]))
+
+    def committed() -> int:
+        return sum(v for _k, v in state.open_map().items())
+
+    local = LocalTopology(Tri, f"bench-tri-{uuid.uuid4().hex[:4]}")
+    local.start()
+    try:
+        while committed() == 0:
+            time.sleep(0.01)
+        t0, first = time.perf_counter(), committed()
+        while (done := committed()) < words:
+            time.sleep(0.05)
+        return (done - first) / (time.perf_counter() - t0)    # words/s
+    finally:
+        local.stop(drain_secs=0)
+
+
+def consumer_alone(bootstrap: str, topic: str, n: int) -> float:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ref", "log_level": 3})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(MOCK_PARTITIONS)])
+    got = 0
+    while not consumer.consume(1, timeout=1.0):
+        pass
+    got, t0 = 1, time.perf_counter()
+    while got < n:
+        got += len([m for m in consumer.consume(1000, timeout=1.0) if m.error() is None])
+    rate = (got - 1) / (time.perf_counter() - t0)
+    consumer.close()
+    return rate
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--batch", type=int, default=2000, help="Trident records per partition per batch")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    n = args.records
+    lines = records(n)
+    words = sum(len(line.split()) for line in lines)
+    with MockKafkaCluster() as kafka:
+        topic = f"bench-{uuid.uuid4().hex[:6]}"
+        t0 = time.perf_counter()
+        produce(kafka.bootstrap_servers, topic, [line.encode() for line in lines])
+        print(f"topic {topic}: {n} records written in {time.perf_counter() - t0:.1f} s (mock cluster, 3 brokers)")
+        ref = consumer_alone(kafka.bootstrap_servers, topic, n)
+        print(f"confluent-kafka consumer alone (reference):   {ref:12,.0f} records/s")
+        config = KafkaSpoutConfig(bootstrap_servers=kafka.bootstrap_servers, topics=[topic], group_id=f"bench-{topic}",
+                                  offset_commit_period_ms=1000)
+        kafka_core = run_core(KafkaSpout(config), n)
+        memory_core = run_core(MemorySpout(n), n)
+        print(f"core, KafkaSpout -> split -> count (acked):   {kafka_core:12,.0f} records/s")
+        print(f"core, in-memory spout, same topology:         {memory_core:12,.0f} records/s")
+        print(f"  Kafka/in-memory: {kafka_core / memory_core:.2f}x (target >= 0.75)")
+        kafka_tri = run_trident(OpaqueKafkaSpout(kafka.bootstrap_servers, [topic], max_batch_size=args.batch), words)
+        memory_tri = run_trident(MemoryOpaqueSpout(n, args.batch), words)
+        per = words / n
+        print(f"Trident, OpaqueKafkaSpout -> count:           {kafka_tri / per:12,.0f} records/s")
+        print(f"Trident, in-memory opaque spout, same:        {memory_tri / per:12,.0f} records/s")
+        print(f"  Kafka/in-memory: {kafka_tri / memory_tri:.2f}x (target >= 0.85)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,320 @@
+"""KafkaSpout: a core spout reading Kafka topics with a consumer group (storm-kafka-client's KafkaSpout).
+
+Every task of the spout is one member of the group ``group_id``: Kafka spreads the partitions
+over the tasks and moves them when a task comes or goes (a rebalance, a worker killed). With
+``AT_LEAST_ONCE`` each record is emitted with a tuple id; the offset a partition commits is
+the lowest offset of that partition that is not done yet (polled and not emitted, in flight, or
+waiting for a retry), so a committed offset never passes an un-acked record and whoever owns
+the partition next re-reads everything not acked. A failed tuple is emitted again after the
+:class:`~stormpy.kafka.config.RetryPolicy`'s backoff.
+
+A rebalance first commits what is done for the partitions leaving this task and forgets them:
+acks arriving later for their records are ignored (the tuple id carries the assignment's
+generation), and their records are re-read by their new owner from the committed offset.
+
+Everything runs on the spout's executor thread: librdkafka's rebalance callbacks are served
+inside ``poll``, which ``next_tuple`` calls.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee
+from stormpy.task.component import Spout
+
+log = logging.getLogger(__name__)
+
+TopicPart = tuple[str, int]
+#: (topic, partition, offset, generation of the assignment that emitted it)
+MessageId = tuple[str, int, int, int]
+
+
+class PartitionProgress:
+    """One assigned partition: which polled offsets are not done, and what was committed.
+
+    ``commit_point()`` is the offset the group may resume at: the lowest offset not done, or
+    one past the highest polled when everything is done (gaps, such as transaction markers or
+    compacted records, are skipped because only polled offsets are ever waited for).
+    """
+
+    def __init__(self, generation: int, committed: int | None) -> None:
+        self.generation = generation
+        self.committed = committed      # what this task committed or found committed (None: nothing)
+        self.high: int | None = None    # one past the highest offset polled
+        self.not_done: set[int] = set()
+
+    def polled(self, offset: int) -> None:
+        self.not_done.add(offset)
+        if self.high is None or offset + 1 > self.high:
+            self.high = offset + 1
+
+    def done(self, offset: int) -> bool:
+        if offset in self.not_done:
+            self.not_done.discard(offset)
+            return True
+        return False
+
+    def commit_point(self) -> int | None:
+        if self.not_done:
+            return min(self.not_done)
+        return self.high
+
+    def uncommitted(self) -> int:
+        if self.high is None:
+            return 0
+        base = self.committed if self.committed is not None and self.committed >= 0 else self.high - len(self.not_done)
+        return max(0, self.high - base)
+
+
+class KafkaSpout(Spout):
+    """``KafkaSpout(KafkaSpoutConfig(bootstrap_servers=..., topics=[...], group_id=...)).spec(par=n)``."""
+
+    def __init__(self, config: KafkaSpoutConfig) -> None:
+        if not isinstance(config, KafkaSpoutConfig):
+            raise TypeError(f"KafkaSpout takes a KafkaSpoutConfig, given {config!r}")
+        self.spout_config = config
+        self.outputs = list(config.record_translator.fields)
+        if config.record_translator.stream != "default":
+            from stormpy.topology.dsl import Stream
+            self.outputs = [Stream(fields=list(config.record_translator.fields),
+                                   name=config.record_translator.stream)]
+
+    # spec() of an instance carries its outputs (the translator's fields)
+    @property
+    def spec(self) -> Any:  # type: ignore[override]
+        from stormpy.topology.dsl import ComponentSpec
+
+        def spec(name: str | None = None, inputs: Any = None, par: Any = None,
+                 config: Mapping[str, Any] | None = None) -> Any:
+            """Declare this spout (with its KafkaSpoutConfig) in a Topology class."""
+            return ComponentSpec(type(self), name=name, inputs=inputs, par=par, config=config,
+                                 instance=self, outputs=self.outputs)
+        return spec
+
+    # ------------------------------------------------------------ lifecycle
+    def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
+        from confluent_kafka import Consumer
+
+        cfg = self.spout_config
+        self.guarantee = cfg.processing_guarantee
+        self.translator = cfg.record_translator
+        self.topology_id = getattr(context, "topology_id", "") or stormconf.get("topology.name", "")
+        self.commit_metadata = json.dumps({"topologyId": self.topology_id,
+                                           "taskId": getattr(context, "task_id", 0)})
+        self.parts: dict[TopicPart, PartitionProgress] = {}
+        self.generation = 0
+        self.buffer: deque[tuple[Any, int]] = deque()     # (record, generation) polled, not emitted yet
+        self.in_flight: dict[MessageId, tuple[list[Any], str, int]] = {}   # id -> (values, stream, failures)
+        self.retries: list[tuple[float, MessageId]] = []   # heap of (due, id)
+        self.paused = False
+        self.last_commit = time.monotonic()
+        self.commit_period = cfg.offset_commit_period_ms / 1000.0
+        self.poll_timeout = cfg.poll_timeout_ms / 1000.0
+        self.cooperative = "cooperative" in str(cfg.kafka_conf.get("partition.assignment.strategy", ""))
+        self.consumer = Consumer(cfg.consumer_conf(), logger=logging.getLogger("stormpy.kafka.librdkafka"))
+        self.consumer.subscribe(cfg.subscription(), on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
+        log.info("KafkaSpout task %s joined group %s for %s (%s, %s)", getattr(context, "task_id", "?"),
+                 cfg.group_id, cfg.subscription(), self.guarantee.value, cfg.first_poll_offset_strategy.value)
+
+    def close(self) -> None:
+        consumer = getattr(self, "consumer", None)
+        if consumer is None:
+            return
+        try:
+            self.commit()
+            consumer.close()   # leaves the group now: its partitions move without a session timeout
+        except Exception as exc:   # closing must not hide the reason the task stops
+            log.warning("KafkaSpout: closing the consumer failed: %s", exc)
+        self.consumer = None
+
+    def deactivate(self) -> None:
+        self.commit()
+
+    # ------------------------------------------------------------ rebalance (inside poll)
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
+
+        self.generation += 1
+        strategy = self.spout_config.first_poll_offset_strategy
+        committed = {(tp.topic, tp.partition): tp for tp in consumer.committed(partitions, timeout=30)} if partitions else {}
+        for tp in partitions:
+            found = committed.get((tp.topic, tp.partition))
+            offset = found.offset if found is not None else -1001
+            ours = found is not None and self.topology_id and self.topology_id in (found.metadata or "")
+            if strategy is FirstPollOffsetStrategy.EARLIEST and not ours:
+                tp.offset = OFFSET_BEGINNING
+            elif strategy is FirstPollOffsetStrategy.LATEST and not ours:
+                tp.offset = OFFSET_END
+            elif offset >= 0:
+                tp.offset = offset
+            self.parts[(tp.topic, tp.partition)] = PartitionProgress(self.generation, offset if offset >= 0 else None)
+        if self.cooperative:
+            consumer.incremental_assign(partitions)   # the other partitions stay where they are
+        else:
+            consumer.assign(partitions)
+        log.info("KafkaSpout assigned %s", [(tp.topic, tp.partition, tp.offset) for tp in partitions])
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self.commit(only=gone)
+        self._forget(gone)
+        log.info("KafkaSpout revoked %s", sorted(gone))
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._forget(gone)   # someone else owns them already: committing would be wrong
+        log.warning("KafkaSpout lost %s", sorted(gone))
+
+    def _forget(self, gone: set[TopicPart]) -> None:
+        for key in gone:
+            self.parts.pop(key, None)
+        self.buffer = deque(item for item in self.buffer if (item[0].topic(), item[0].partition()) not in gone)
+        for msg_id in [m for m in self.in_flight if (m[0], m[1]) in gone]:
+            del self.in_flight[msg_id]
+        self.retries = [r for r in self.retries if (r[1][0], r[1][1]) not in gone]
+        heapq.heapify(self.retries)
+
+    # ------------------------------------------------------------ commits
+    def commit(self, only: set[TopicPart] | None = None) -> None:
+        """Commit each partition's commit point (synchronously) where it moved."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        if getattr(self, "consumer", None) is None:
+            return
+        offsets = []
+        for key, progress in self.parts.items():
+            if only is not None and key not in only:
+                continue
+            point = progress.commit_point()
+            if point is not None and (progress.committed is None or point > progress.committed):
+                offsets.append((key, point))
+        self.last_commit = time.monotonic()
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=[TopicPartition(t, p, off, metadata=self.commit_metadata)
+                                          for (t, p), off in offsets], asynchronous=False)
+        except KafkaException as exc:
+            log.warning("KafkaSpout: commit of %s failed (retried at the next commit): %s", offsets, exc)
+            return
+        for key, point in offsets:
+            if key in self.parts:
+                self.parts[key].committed = point
+        log.debug("KafkaSpout committed %s", offsets)
+
+    def uncommitted(self) -> int:
+        return sum(p.uncommitted() for p in self.parts.values())
+
+    # ------------------------------------------------------------ emitting
+    def next_tuple(self) -> None:
+        now = time.monotonic()
+        if now - self.last_commit >= self.commit_period and self.guarantee is not ProcessingGuarantee.AT_MOST_ONCE:
+            self.commit()
+        if self.retries and self.retries[0][0] <= now:
+            _, msg_id = heapq.heappop(self.retries)
+            entry = self.in_flight.get(msg_id)
+            if entry is not None:
+                self.emit(entry[0], tup_id=msg_id, stream=entry[1])
+            return
+        if not self.buffer:
+            self._poll()
+        if self.buffer:
+            record, generation = self.buffer.popleft()
+            self._emit_record(record, generation)
+
+    def _poll(self) -> None:
+        from confluent_kafka import KafkaError
+
+        limit = self.spout_config.max_uncommitted_offsets
+        over = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE and self.uncommitted() >= limit
+        if over != self.paused:
+            assignment = self.consumer.assignment()
+            if assignment:
+                (self.consumer.pause if over else self.consumer.resume)(assignment)
+            self.paused = over
+        busy = bool(self.in_flight) or self.paused
+        records = self.consumer.consume(self.spout_config.max_poll_records,
+                                        timeout=min(self.poll_timeout, 0.02) if busy else self.poll_timeout)
+        if not records:
+            return
+        last: dict[TopicPart, int] = {}
+        for record in records:
+            err = record.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    log.warning("KafkaSpout: consumer error: %s", err)
+                continue
+            key = (record.topic(), record.partition())
+            progress = self.parts.get(key)
+            if progress is None:
+                continue   # revoked while the poll ran
+            progress.polled(record.offset())
+            last[key] = record.offset()
+            self.buffer.append((record, progress.generation))
+        if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE and last:
+            # committed before anything is emitted: a crash loses these records, never repeats them
+            for key, offset in last.items():
+                progress = self.parts[key]
+                progress.not_done.clear()
+            self.commit()
+
+    def _emit_record(self, record: Any, generation: int) -> None:
+        key = (record.topic(), record.partition())
+        progress = self.parts.get(key)
+        if progress is None or progress.generation != generation:
+            return
+        try:
+            values = self.translator.apply(record)
+        except Exception as exc:
+            text = (f"KafkaSpout: record {record.topic()}/{record.partition()}@{record.offset()} could not be "
+                    f"translated ({type(exc).__name__}: {exc}); skipped")
+            log.warning("%s", text)
+            self.report_error(text)
+            self.metrics.incr("kafka-records-skipped")
+            progress.done(record.offset())
+            return
+        if values is None:
+            progress.done(record.offset())   # the translator filtered it out
+            return
+        stream = self.translator.stream
+        if self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
+            msg_id = (record.topic(), record.partition(), record.offset(), generation)
+            self.in_flight[msg_id] = (values, stream, 0)
+            self.emit(values, tup_id=msg_id, stream=stream)
+        else:
+            progress.done(record.offset())
+            self.emit(values, stream=stream)
+
+    # ------------------------------------------------------------ acker answers
+    def ack(self, tup_id: Any) -> None:
+        entry = self.in_flight.pop(tup_id, None)
+        if entry is None:
+            return   # its partition was revoked: the new owner re-reads it
+        progress = self.parts.get((tup_id[0], tup_id[1]))
+        if progress is not None and progress.generation == tup_id[3]:
+            progress.done(tup_id[2])
+
+    def fail(self, tup_id: Any) -> None:
+        entry = self.in_flight.get(tup_id)
+        if entry is None:
+            return
+        values, stream, failures = entry
+        failures += 1
+        retry = self.spout_config.retry
+        if retry.retry_allowed(failures):
+            self.in_flight[tup_id] = (values, stream, failures)
+            heapq.heappush(self.retries, (time.monotonic() + retry.delay_secs(failures), tup_id))
+            self.metrics.incr("kafka-retries")
+            return
+        text = (f"KafkaSpout: record {tup_id[0]}/{tup_id[1]}@{tup_id[2]} failed {failures} times "
+                f"(max_retries {retry.max_retries}); given up")
+        log.warning("%s", text)
+        self.report_error(text)
+        self.ack(tup_id)

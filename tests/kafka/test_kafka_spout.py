@@ -1,0 +1,222 @@
+"""KafkaSpout on the local runner against the mock Kafka cluster (another process, over TCP).
+
+At-least-once: failed tuples come back after the retry backoff, nothing is lost, and while the
+topology runs the group's committed offsets never pass a record that was not acked. A record
+the translator cannot decode is reported as the spout's error and skipped, never stalling its
+partition. The first-poll strategies and the config's checks are covered too.
+"""
+from __future__ import annotations
+
+import re
+import time
+import threading
+from typing import Any
+
+import pytest
+
+from stormpy import Bolt, Topology
+from stormpy.kafka import KafkaSpout, KafkaSpoutConfig, RetryPolicy
+from stormpy.local.runner import LocalTopology
+from stormpy.testing import wait_until
+from stormpy.testing.kafka import MOCK_PARTITIONS, committed_offsets, produce
+
+LOCK = threading.Lock()
+#: the mock cluster keeps a closed consumer in its group until its session times out (45 s by
+#: default): a second deployment of the same group joins sooner with a short session
+FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+SEEN: dict[tuple[int, int], int] = {}        # (partition, offset) -> times processed and acked
+FAILED_ONCE: set[tuple[int, int]] = set()
+VALUES: dict[tuple[int, int], str] = {}
+
+
+def reset() -> None:
+    with LOCK:
+        SEEN.clear()
+        FAILED_ONCE.clear()
+        VALUES.clear()
+
+
+class FlakyRecorder(Bolt):
+    """Fails the first delivery of every 5th offset; records (and acks) everything else."""
+
+    auto_ack = False
+
+    def process(self, tup: Any) -> None:
+        key = (tup.values.partition, tup.values.offset)
+        with LOCK:
+            if key[1] % 5 == 0 and key not in FAILED_ONCE:
+                FAILED_ONCE.add(key)
+                self.fail(tup)
+                return
+            SEEN[key] = SEEN.get(key, 0) + 1
+            VALUES[key] = tup.values.value
+        self.ack(tup)
+
+
+def run(config: KafkaSpoutConfig, name: str, par: int = 2) -> LocalTopology:
+    class KafkaTopology(Topology):
+        spout = KafkaSpout(config).spec(par=par)
+        sink = FlakyRecorder.spec(inputs=[spout], par=2)
+
+    return LocalTopology(KafkaTopology, name, user_overrides={"topology.message.timeout.secs": 30}).start()
+
+
+def done_offsets() -> set[tuple[int, int]]:
+    with LOCK:
+        return set(SEEN)
+
+
+def test_at_least_once_replays_failures_and_commits_behind_unacked(kafka_cluster: Any, kafka_names: Any) -> None:
+    reset()
+    topic, group = kafka_names
+    records = [f"record-{i}".encode() for i in range(400)]
+    records[37] = b"\xff\xfe not utf-8"      # the default translator cannot decode it
+    produce(kafka_cluster.bootstrap_servers, topic, records)
+    ends = committed_offsets(kafka_cluster.bootstrap_servers, "probe-" + group, topic)
+    assert set(ends) == set(range(MOCK_PARTITIONS))
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              offset_commit_period_ms=200, retry=RetryPolicy(initial_delay_ms=50, delay_period_ms=10))
+    local = run(config, "kafka-alo")
+    violations: list[str] = []
+    stop = threading.Event()
+
+    def watch_commits() -> None:
+        # committed first, then what is done: what is done only grows, so this never races
+        while not stop.is_set():
+            committed = committed_offsets(kafka_cluster.bootstrap_servers, group, topic)
+            done = done_offsets()
+            for partition, offset in committed.items():
+                missing = [o for o in range(max(offset, 0)) if (partition, o) not in done and (partition, o) not in bad]
+                if missing:
+                    violations.append(f"partition {partition} committed {offset} but {missing[:5]} not acked")
+            stop.wait(0.1)
+
+    bad: set[tuple[int, int]] = set()
+    watcher = threading.Thread(target=watch_commits, daemon=True)
+    try:
+        # where did the bad record land? (the translator's error names it)
+        def bad_reported() -> bool:
+            for errors in local.reporter.errors.values() if isinstance(local.reporter.errors, dict) else []:
+                for err in errors:
+                    found = re.search(r"record .*/(\d+)@(\d+) could not be translated", str(err))
+                    if found:
+                        bad.add((int(found.group(1)), int(found.group(2))))
+            return bool(bad)
+        wait_until(bad_reported, 60, "the undecodable record reported as the spout's error")
+        watcher.start()
+        wait_until(lambda: len(done_offsets()) == 399, 90, "399 decodable records acked")
+        wait_until(lambda: sum(max(o, 0) for o in committed_offsets(kafka_cluster.bootstrap_servers, group,
+                                                                     topic).values()) == 400,
+                   60, "every partition committed to its end")
+    finally:
+        stop.set()
+        local.stop(drain_secs=5)
+        if watcher.is_alive():
+            watcher.join(10)
+    assert not violations, violations[:5]
+    assert len(FAILED_ONCE) >= 400 // 5 - 1, "every 5th offset was failed once and replayed"
+    assert all(SEEN[k] >= 1 for k in FAILED_ONCE if k not in bad)
+    with LOCK:
+        assert sorted(VALUES.values()) == sorted(r.decode() for i, r in enumerate(records) if i != 37)
+
+
+def test_a_new_deployment_resumes_the_committed_offsets(kafka_cluster: Any, kafka_names: Any) -> None:
+    reset()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"a-{i}".encode() for i in range(40)])
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              offset_commit_period_ms=100, retry=RetryPolicy(initial_delay_ms=20), kafka_conf=FAST_GROUP)
+    local = run(config, "kafka-resume", par=1)
+    try:
+        wait_until(lambda: len(done_offsets()) == 40, 60, "the first 40 records")
+    finally:
+        local.stop(drain_secs=5)    # close() commits
+    reset()
+    produce(kafka_cluster.bootstrap_servers, topic, [f"b-{i}".encode() for i in range(20)])
+    local = run(config, "kafka-resume", par=1)
+    try:
+        wait_until(lambda: len(done_offsets()) == 20, 60, "the 20 new records")
+    finally:
+        local.stop(drain_secs=5)
+    with LOCK:
+        assert sorted(VALUES.values()) == sorted(f"b-{i}" for i in range(20)), "only what was not committed"
+
+
+def test_earliest_rereads_what_another_deployment_committed(kafka_cluster: Any, kafka_names: Any) -> None:
+    reset()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"e-{i}".encode() for i in range(30)])
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=re.compile(re.escape(topic)),
+                              group_id=group, offset_commit_period_ms=100, first_poll_offset_strategy="EARLIEST",
+                              retry=RetryPolicy(initial_delay_ms=20), kafka_conf=FAST_GROUP)
+    local = run(config, "kafka-earliest-a", par=1)
+    try:
+        wait_until(lambda: len(done_offsets()) == 30, 60, "30 records through a pattern subscription")
+    finally:
+        local.stop(drain_secs=5)
+    reset()
+    local = run(config, "kafka-earliest-b", par=1)   # another topology id: EARLIEST starts over
+    try:
+        wait_until(lambda: len(done_offsets()) == 30, 60, "the same 30 records again")
+    finally:
+        local.stop(drain_secs=5)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"group_id": ""}, "group_id is required"),
+    ({"topics": []}, "topics must be"),
+    ({"first_poll_offset_strategy": "OLDEST"}, "first_poll_offset_strategy must be one of"),
+    ({"processing_guarantee": "EXACTLY"}, "processing_guarantee must be one of"),
+    ({"max_uncommitted_offsets": 0}, "max_uncommitted_offsets must be positive"),
+])
+def test_bad_config_is_one_clear_error(kwargs: dict[str, Any], message: str) -> None:
+    base = {"bootstrap_servers": "localhost:9092", "topics": ["t"], "group_id": "g"}
+    with pytest.raises(ValueError, match=message):
+        KafkaSpoutConfig(**{**base, **kwargs})
+
+
+class FailEverything(Bolt):
+    def process(self, tup: Any) -> None:
+        with LOCK:
+            SEEN[(tup.values.partition, tup.values.offset)] = SEEN.get((tup.values.partition, tup.values.offset), 0) + 1
+        raise RuntimeError("every tuple fails")
+
+
+@pytest.mark.parametrize("guarantee", ["AT_MOST_ONCE", "NO_GUARANTEE"])
+def test_untracked_guarantees_never_replay_and_commit_everything(kafka_cluster: Any, kafka_names: Any,
+                                                                 guarantee: str) -> None:
+    reset()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"u-{i}".encode() for i in range(60)])
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              processing_guarantee=guarantee, offset_commit_period_ms=200)
+
+    class Untracked(Topology):
+        spout = KafkaSpout(config).spec(par=1)
+        sink = FailEverything.spec(inputs=[spout])
+
+    local = LocalTopology(Untracked, f"kafka-{guarantee.lower().replace('_', '-')}").start()
+    try:
+        wait_until(lambda: len(done_offsets()) == 60, 60, "60 records seen")
+        wait_until(lambda: sum(max(o, 0) for o in committed_offsets(kafka_cluster.bootstrap_servers, group,
+                                                                    topic).values()) == 60,
+                   30, "every offset committed although every tuple failed")
+        time.sleep(1.0)
+    finally:
+        local.stop(drain_secs=2)
+    with LOCK:
+        assert set(SEEN.values()) == {1}, "nothing replayed"
+
+
+def test_cooperative_rebalancing_when_asked(kafka_cluster: Any, kafka_names: Any) -> None:
+    reset()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"c-{i}".encode() for i in range(80)])
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              offset_commit_period_ms=200, retry=RetryPolicy(initial_delay_ms=20),
+                              kafka_conf={**FAST_GROUP, "partition.assignment.strategy": "cooperative-sticky"})
+    local = run(config, "kafka-cooperative", par=2)
+    try:
+        wait_until(lambda: len(done_offsets()) == 80, 60, "80 records with cooperative-sticky assignment")
+    finally:
+        local.stop(drain_secs=5)

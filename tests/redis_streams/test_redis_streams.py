@@ -1,0 +1,127 @@
+"""Redis Streams spouts on the local runner against a real redis-server.
+
+Core: entries read by a consumer that died (read, never acked) are claimed with XAUTOCLAIM and
+delivered; failed tuples come back; at the end nothing is pending in the group.
+Trident: the opaque spout over stream ids counts exactly, entries added while it runs included.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from stormpy import Bolt, Topology
+from stormpy.local.runner import LocalTopology
+from stormpy.redis import OpaqueRedisStreamSpout, RedisStreamSpout
+from stormpy.testing import wait_until
+from stormpy.trident import Count, Function, SqliteMapState, TridentTopology
+
+LOCK = threading.Lock()
+SEEN: Counter = Counter()
+FAILED_ONCE: set[str] = set()
+
+
+class FlakyRecorder(Bolt):
+    """Fails the first delivery of every 7th entry; counts the rest."""
+
+    auto_ack = False
+
+    def process(self, tup: Any) -> None:
+        entry_id = tup.values.id
+        with LOCK:
+            if int(tup.values.fields["n"]) % 7 == 0 and entry_id not in FAILED_ONCE:
+                FAILED_ONCE.add(entry_id)
+                self.fail(tup)
+                return
+            SEEN[tup.values.fields["n"]] += 1
+        self.ack(tup)
+
+
+def test_dead_consumers_entries_are_claimed_and_everything_acked(redis_server: Any) -> None:
+    stream, group = f"events-{uuid.uuid4().hex[:6]}", "counters"
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    client.xgroup_create(stream, group, id="0", mkstream=True)
+    for n in range(300):
+        client.xadd(stream, {"n": str(n)})
+    taken = client.xreadgroup(group, "dead-task", {stream: ">"}, count=60)   # read, never acked
+    assert len(taken[0][1]) == 60
+    with LOCK:
+        SEEN.clear()
+        FAILED_ONCE.clear()
+    spout = RedisStreamSpout(redis_server.url, [stream], group=group, claim_idle_ms=1000, claim_interval_ms=300,
+                             retry_delay_ms=50)
+
+    class Events(Topology):
+        events = spout.spec(par=2)
+        sink = FlakyRecorder.spec(inputs=[events], par=2)
+
+    local = LocalTopology(Events, "redis-streams", user_overrides={"topology.message.timeout.secs": 30}).start()
+    try:
+        wait_until(lambda: len(SEEN) == 300, 60, "all 300 entries, the dead consumer's 60 included")
+        wait_until(lambda: client.xpending(stream, group)["pending"] == 0, 30, "nothing pending in the group")
+    finally:
+        local.stop(drain_secs=5)
+    assert len(FAILED_ONCE) == len([n for n in range(300) if n % 7 == 0])
+    assert set(SEEN) == {str(n) for n in range(300)}
+
+
+class Split(Function):
+    def execute(self, tup: Any, collector: Any) -> None:
+        for word in tup["fields"]["line"].split():
+            collector.emit([word])
+
+
+def test_opaque_stream_spout_counts_exactly(redis_server: Any, tmp_path: Path) -> None:
+    streams = [f"lines-{uuid.uuid4().hex[:6]}-{i}" for i in range(2)]
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    rnd = random.Random(3)
+    words = "redis stream entry id trident opaque".split()
+    lines = [" ".join(rnd.choice(words) for _ in range(rnd.randint(1, 5))) for _ in range(400)]
+    for i, line in enumerate(lines[:250]):
+        client.xadd(streams[i % 2], {"line": line})
+    db = tmp_path / "counts.db"
+    factory = SqliteMapState.opaque(db)
+
+    class StreamCounts(TridentTopology):
+        config = {"topology.trident.batch.emit.interval.millis": 50}
+
+        def build(self, conf: Any) -> None:
+            (self.new_stream("lines", OpaqueRedisStreamSpout(redis_server.url, streams, max_batch_size=40), par=2)
+                 .each(["fields"], Split(), ["word"])
+                 .group_by(["word"])
+                 .persistent_aggregate(factory, Count(), ["count"]))
+
+    def counts() -> Counter:
+        try:
+            return Counter({k[0]: v for k, v in factory.open_map().items()})
+        except Exception:  # noqa: BLE001 - not created yet
+            return Counter()
+
+    local = LocalTopology(StreamCounts, "redis-opaque").start()
+    try:
+        expected = Counter(w for line in lines[:250] for w in line.split())
+        wait_until(lambda: counts() == expected, 60, "the first 250 lines counted")
+        for i, line in enumerate(lines[250:]):
+            client.xadd(streams[i % 2], {"line": line})
+        expected = Counter(w for line in lines for w in line.split())
+        wait_until(lambda: counts() == expected, 60, "all 400 lines counted")
+        time.sleep(1.0)
+        assert counts() == expected
+    finally:
+        local.stop(drain_secs=5)
+
+
+def test_bad_arguments_are_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="url must be"):
+        RedisStreamSpout("localhost:6379", ["s"], group="g")
+    with pytest.raises(ValueError, match="group is required"):
+        RedisStreamSpout("redis://localhost:6379/0", ["s"], group="")
+    with pytest.raises(ValueError, match="streams must be"):
+        RedisStreamSpout("redis://localhost:6379/0", [], group="g")
