@@ -11,13 +11,15 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stormpy.cluster_state import ClusterState
 from stormpy.config import unknown_keys, warn_unknown_keys
-from stormpy.daemon_guard import DaemonLock, check_ports_free, local_dir_lock
+from stormpy.daemon_guard import DaemonLock, ThreadGuard, check_ports_free, local_dir_lock
 from stormpy.errors import UserError
 from stormpy.supervisor import localstate
 from stormpy.testing import free_port, wait_until
@@ -158,3 +160,150 @@ def test_zookeeper_down_gives_one_retry_line_then_the_error(tmp_path: Path) -> N
                                            "(storm.zookeeper.servers / storm.zookeeper.port)"], result.stderr
     kazoo_lines = [line for line in result.stderr.splitlines() if "kazoo" in line]
     assert len(kazoo_lines) <= 1, result.stderr
+
+
+# ---------------------------------------------------------------- ThreadGuard: no thread dies silently (issue 26, item 7)
+
+class _Reports:
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, str]] = []
+        self.fatal: list[str] = []
+
+    def guard(self, **kwargs: Any) -> ThreadGuard:
+        return ThreadGuard("test worker", report=lambda thread, text: self.reports.append((thread, text)),
+                           on_fatal=self.fatal.append, backoff_secs=0.02, **kwargs)
+
+
+def test_guard_reports_a_failure_and_restarts_the_body() -> None:
+    seen = _Reports()
+    guard = seen.guard()
+    calls: list[int] = []
+    done = threading.Event()
+
+    def body() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyError("injected")
+        done.set()
+
+    thread = guard.start_thread("worker-loop", body)
+    assert done.wait(10), "the body ran again after its failure"
+    thread.join(5)
+    assert not thread.is_alive()                      # it returned normally: the thread ends
+    assert len(seen.reports) == 1 and seen.reports[0][0] == "worker-loop"
+    assert "KeyError: 'injected'" in seen.reports[0][1] and "restarted" in seen.reports[0][1]
+    assert guard.restarts == {"worker-loop": 1} and seen.fatal == []
+
+
+def test_guard_gives_up_after_too_many_failures_and_calls_on_fatal_once() -> None:
+    seen = _Reports()
+    guard = seen.guard(max_failures=5, window_secs=60)
+    calls: list[int] = []
+
+    def always_broken() -> None:
+        calls.append(1)
+        raise RuntimeError("framework bug")
+
+    thread = guard.start_thread("send", always_broken)
+    thread.join(10)
+    assert not thread.is_alive(), "the guard stopped restarting the body"
+    assert len(calls) == 6                            # 5 failures are retried, the 6th is fatal
+    assert len(seen.fatal) == 1 and "6 framework thread failures within 60s" in seen.fatal[0]
+    assert "RuntimeError: framework bug" in seen.fatal[0]
+    assert any("giving up" in text for _, text in seen.reports)
+    # other threads of the same guard are not restarted either once it gave up
+    other: list[int] = []
+    guard.start_thread("recv", lambda: (other.append(1), 1 / 0)).join(5)
+    assert other == [1] and len(seen.fatal) == 1
+
+
+def test_guard_uncounted_failures_are_reported_but_never_fatal() -> None:
+    seen = _Reports()
+    guard = seen.guard(max_failures=2)
+    for _ in range(10):
+        assert guard.failed("heartbeat", OSError("ZooKeeper away"), count=False)
+    assert len(seen.reports) == 10 and seen.fatal == []
+    assert guard.failed("refresh", RuntimeError("a bug"))
+    assert guard.failed("refresh", RuntimeError("a bug"))
+    assert not guard.failed("refresh", RuntimeError("a bug"))
+    assert len(seen.fatal) == 1
+
+
+def test_guard_stop_ends_restarts_and_a_reporter_failure_does_not_kill_the_thread() -> None:
+    def bad_report(thread: str, text: str) -> None:
+        raise ConnectionError("ZooKeeper away")
+
+    guard = ThreadGuard("test", report=bad_report, backoff_secs=0.02)
+    calls: list[int] = []
+    done = threading.Event()
+
+    def body() -> None:
+        calls.append(1)
+        if len(calls) < 3:
+            raise ValueError("injected")
+        done.set()
+
+    guard.start_thread("loop", body)
+    assert done.wait(10)
+    guard.stop()
+    ended: list[int] = []
+    guard.start_thread("late", lambda: (ended.append(1), 1 / 0)).join(5)
+    assert ended == [1], "a stopping guard does not restart"
+
+
+def test_heartbeat_failure_is_reported_once_per_streak_and_the_beat_recovers() -> None:
+    from stormpy.worker.heartbeat import Heart
+
+    seen = _Reports()
+    guard = seen.guard(max_failures=1)
+    calls: list[int] = []
+    done = threading.Event()
+
+    def beat() -> None:
+        calls.append(1)
+        if len(calls) <= 4:
+            raise OSError("injected: disk full")
+        done.set()
+
+    heart = Heart("local-heartbeat", 0.05, beat, guard=guard).start()
+    try:
+        assert done.wait(10), "the heart beat again after the failures"
+        assert [thread for thread, _ in seen.reports] == ["local-heartbeat"]
+        assert "disk full" in seen.reports[0][1] and seen.fatal == []
+    finally:
+        heart.stop()
+
+
+class _FlakyActivation:
+    """The runtime part the refresh thread drives; its first ``set_active`` raises."""
+
+    def __init__(self) -> None:
+        self.calls: list[bool] = []
+
+    def set_active(self, active: bool) -> None:
+        self.calls.append(active)
+        if len(self.calls) == 1:
+            raise RuntimeError("injected: could not pause the spouts")
+
+
+def test_refresh_failure_is_reported_and_the_next_poll_recovers(zk_conf: dict[str, Any]) -> None:
+    """The worker's refresh thread against a real ZooKeeper: the topology has no StormBase
+    (gone), so spouts must pause; the first attempt fails, is reported, the next poll works."""
+    from stormpy.worker.worker import Worker
+
+    seen = _Reports()
+    worker = Worker({**zk_conf, "task.refresh.poll.secs": 0.1}, "gone-1-1", "sup-1", free_port(), "w-1")
+    worker.guard = seen.guard()
+    worker.state = ClusterState(zk_conf)
+    worker.runtime = _FlakyActivation()
+    thread = worker.guard.start_thread("refresh", worker._refresh_loop)
+    try:
+        wait_until(lambda: len(worker.runtime.calls) >= 2, 20, "a second refresh after the failed one")
+        assert worker._active is False
+        assert [thread for thread, _ in seen.reports] == ["refresh"]
+        assert "could not pause the spouts" in seen.reports[0][1] and seen.fatal == []
+    finally:
+        worker._stop.set()
+        worker._refresh_wanted.set()
+        thread.join(5)
+        worker.state.close()
