@@ -45,6 +45,7 @@ import msgpack
 import zmq
 
 from stormpy.daemon_guard import ThreadGuard
+from stormpy.serialization import contains_undecodable
 from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
 
 log = logging.getLogger(__name__)
@@ -539,8 +540,9 @@ class ZmqTransfer:
                             self.port, n, self._max_bytes)
 
     def _deliver(self, frame: bytes, control: dict[str, Callable[..., None]]) -> None:
+        undecodable: list[Exception] = []
         if self._serialization is not None:
-            envelopes = self._serialization.unpackb(frame)
+            envelopes, undecodable = self._serialization.unpackb_lenient(frame)
         else:
             # use_list=False: messages arrive as tuples (the contract) at no extra cost; values
             # become tuples too, which executors wrap like lists.
@@ -559,6 +561,8 @@ class ZmqTransfer:
                     else:
                         handler(*args)
                 continue
+            if undecodable:
+                messages = self._drop_undecodable(task_id, messages)
             if not messages:
                 continue
             # one C-level pass instead of a Python loop: every message must be a 4-sequence
@@ -574,6 +578,29 @@ class ZmqTransfer:
             except Exception as exc:
                 raise _DeliveryError(f"handing {len(messages)} message(s) to task {task_id} failed: "
                                      f"{type(exc).__name__}: {exc}") from exc
+
+    def _drop_undecodable(self, task_id: int, messages: Any) -> list:
+        """Drop the messages a registered serializer could not decode (user code raised):
+        report each as the sender's error and fail its tuple trees; the rest go on."""
+        kept = []
+        for message in messages:
+            error = contains_undecodable(message)
+            if error is None:
+                kept.append(message)
+                continue
+            self.counters["dropped_messages"] += 1
+            stream = message[0] if isinstance(message, (list, tuple)) and message else "?"
+            src = message[1] if isinstance(message, (list, tuple)) and len(message) > 1 else -1
+            text = (f"cannot deserialize a tuple for task {task_id} on stream {stream!r:.60}: "
+                    f"{type(error).__name__}: {error}")
+            log.error("transfer: task %s: %s", src, text)
+            if self._report_error is not None and type(src) is int:
+                try:
+                    self._report_error(src, text)
+                except Exception:  # noqa: BLE001 - reporting must never kill the receive thread
+                    log.exception("transfer: could not report a deserialization error")
+            self._fail_trees(message)
+        return kept
 
     def _drop_malformed(self, task_id: int, messages: Any) -> list:
         """Keep the well-formed messages of a batch; count, log (rate-limited) and report the rest.

@@ -172,7 +172,10 @@ class MoneySerializer:
         return money.cents.to_bytes(8, "big")
 
     def deserialize(self, data: bytes) -> Money:
-        return Money(int.from_bytes(data, "big"))
+        cents = int.from_bytes(data, "big")
+        if cents == 1313:
+            raise LookupError("unlucky amount")   # a bug on the receiving side
+        return Money(cents)
 
 
 class GuardLog:
@@ -190,11 +193,11 @@ class GuardLog:
         return [thread for thread, _ in list(self.reports)]
 
 
-def _two_transfers(a_runtime, b_runtime, **a_kwargs):
+def _two_transfers(a_runtime, b_runtime, b_kwargs=None, **a_kwargs):
     a_port, b_port = free_port(), free_port()
     serialization = Serialization({"Money": f"{__name__}:MoneySerializer"})
     a = ZmqTransfer("127.0.0.1", a_port, bind_host="127.0.0.1", serialization=serialization, **a_kwargs)
-    b = ZmqTransfer("127.0.0.1", b_port, bind_host="127.0.0.1", serialization=serialization)
+    b = ZmqTransfer("127.0.0.1", b_port, bind_host="127.0.0.1", serialization=serialization, **(b_kwargs or {}))
     routes = {1: ("127.0.0.1", a_port), 9: ("127.0.0.1", a_port), 2: ("127.0.0.1", b_port)}
     for transfer, runtime in ((a, a_runtime), (b, b_runtime)):
         transfer.update_routes(routes)
@@ -224,6 +227,24 @@ def test_a_serializer_raising_keyerror_fails_only_its_tuples() -> None:
         a.send(2, [("default", 1, [Money(77)], None)])
         wait_until(lambda: b_runtime.count(2) == 41, 20, "a tuple after the failures: the send thread lives")
         assert log_.reports == [] and a.counters["failed_trees"] == 10
+    finally:
+        a.stop("test done")
+        b.stop("test done")
+
+
+def test_a_deserializer_raising_fails_only_its_tuples_on_the_receiving_side() -> None:
+    errors: list[tuple[int, str]] = []
+    a_runtime, b_runtime = CollectingRuntime({1, 9}), CollectingRuntime({2})
+    a, b = _two_transfers(a_runtime, b_runtime, b_kwargs={
+        "acker_tasks": [9], "report_error": lambda task, text: errors.append((task, text))})
+    try:
+        a.send(2, [("default", 1, [[Money(i)]], {500 + i: 3}) for i in range(1310, 1320)])
+        wait_until(lambda: b_runtime.count(2) == 9, 20, "the 9 decodable tuples of the frame")
+        assert 1313 not in {m[2][0][0].cents for m in b_runtime.received[2]}
+        wait_until(lambda: a_runtime.count(9) == 1, 20, "the undecodable tuple's tree failed at the acker")
+        assert [list(m) for m in a_runtime.received[9]] == [[ACK_FAIL, 1, [1813], None]]
+        assert len(errors) == 1 and errors[0][0] == 1 and "LookupError: unlucky amount" in errors[0][1]
+        assert b.counters["bad_frames"] == 0
     finally:
         a.stop("test done")
         b.stop("test done")
