@@ -28,7 +28,11 @@ queues are over their high watermark (the executors' ``overloaded`` flags) and t
 when that changes, and again each second while it lasts. A worker throttles its spouts
 (``runtime.set_remote_backpressure``) while any peer, its own send queue or a slow peer socket
 is overloaded. A peer's signal expires when not refreshed, so a dead worker cannot stall a
-topology forever. Frames arrive as msgpack with ``use_list=False``: messages are tuples, as the
+topology forever. A backpressure frame is ``[backpressure, host, port, on, token]``: with a
+``control_token`` (``topology.worker.control.token``, which Nimbus puts in the topology's config
+at submit) only frames carrying that token and naming a worker of the current assignment are
+obeyed; others (a process outside the topology, with CURVE off) are refused, counted and logged
+at a rate-limited WARNING, so they stop nothing. Frames arrive as msgpack with ``use_list=False``: messages are tuples, as the
 contract says, and so are their values.
 """
 from __future__ import annotations
@@ -118,7 +122,7 @@ class ZmqTransfer:
                  report_error: Callable[[int, str], None] | None = None,
                  serialization: Any = None, max_message_bytes: int = 8 * 1024 * 1024,
                  curve: tuple[bytes, bytes] | None = None, guard: ThreadGuard | None = None,
-                 acker_tasks: list[int] | None = None) -> None:
+                 acker_tasks: list[int] | None = None, control_token: str | None = None) -> None:
         self.host = host
         self.port = port
         self.me: Address = (host, port)
@@ -141,6 +145,7 @@ class ZmqTransfer:
         self._guard = guard if guard is not None else ThreadGuard(f"transfer {port}")
         # Tuples that cannot be serialized are failed at once through these (root % n).
         self._acker_tasks = list(acker_tasks or [])
+        self._control_token = control_token
         # stormpy.serialization.Serialization when topology.serializers registers types, else
         # None: plain msgpack, whose tuple-returning decoder is the fast path.
         self._serialization = serialization
@@ -426,7 +431,10 @@ class ZmqTransfer:
         overloaded = runtime.is_locally_overloaded() if runtime is not None else False
         due = overloaded and now - self._bp_sent_at >= self._bp_refresh
         if overloaded != self._bp_sent_state or due:
-            frame = packer.pack([[CONTROL_TASK, [[BACKPRESSURE, self.host, self.port, overloaded]]]])
+            signal = [BACKPRESSURE, self.host, self.port, overloaded]
+            if self._control_token is not None:
+                signal.append(self._control_token)
+            frame = packer.pack([[CONTROL_TASK, [signal]]])
             for addr, peer in self._peers.items():
                 if addr != self.me:
                     self._try_send(peer, frame)   # a lost signal is re-sent or expires
@@ -444,14 +452,27 @@ class ZmqTransfer:
             self._throttled = throttle
             runtime.set_remote_backpressure(throttle)
 
-    def _on_backpressure(self, host: str, port: int, on: bool) -> None:
+    def _on_backpressure(self, host: str, port: int, on: bool, token: Any = None) -> None:
         # Called on the receive thread; dict assignment is atomic and the send thread only
         # reads and expires entries, so no lock is needed.
         addr = (str(host), int(port))
+        if self._control_token is not None:
+            if token != self._control_token:
+                self._refuse_control(addr, "without this topology's control token")
+                return
+            if addr not in self._routes.peers:
+                self._refuse_control(addr, "from a worker that is not in the assignment")
+                return
         if on:
             self._remote_bp[addr] = time.monotonic()
         else:
             self._remote_bp.pop(addr, None)
+
+    def _refuse_control(self, addr: Address, why: str) -> None:
+        n = self.counters["refused_control"] = self.counters["refused_control"] + 1
+        if n & (n - 1) == 0:   # the 1st, 2nd, 4th, 8th, ... refused frame
+            log.warning("transfer: refused a backpressure frame claiming to come from %s:%s %s "
+                        "(%d so far)", str(addr[0])[:60], addr[1], why, n)
 
     # ------------------------------------------------------------ receive thread
 

@@ -24,6 +24,7 @@ transport and leaves ZooKeeper; the supervisor SIGKILLs a worker that takes long
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import socket
@@ -129,6 +130,7 @@ class Worker:
                                         or C.STORM_MESSAGING_MAX_MESSAGE_BYTES.default),
                                     curve=self._curve_keys(), guard=self.guard,
                                     acker_tasks=list(self.plan.acker_tasks),
+                                    control_token=self._control_token(),
                                     serialization=from_conf(self.plan.conf)
                                     if self.plan.conf.get(C.TOPOLOGY_SERIALIZERS.name) else None)
         self.transfer.bind()
@@ -203,6 +205,19 @@ class Worker:
             raise WorkerStartError("storm.messaging.curve.enable needs storm.thrift.auth.secret.file "
                                    "(the CURVE keys are derived from the shared secret)")
         return curve_keys(secret, self.topology_id)
+
+    def _control_token(self) -> str:
+        """The token of this topology's control frames: Nimbus's ``topology.worker.control.token``;
+        for a topology submitted before Nimbus added one, a digest of its code files, which every
+        worker of the topology holds and a process outside it does not."""
+        token = self.plan.conf.get(C.TOPOLOGY_WORKER_CONTROL_TOKEN.name)
+        if token:
+            return str(token)
+        dist = disk_layout.stormdist_dir(self.local_dir, self.topology_id)
+        digest = hashlib.sha256()
+        for name in ("stormconf.json", "stormtopology.ser"):
+            digest.update((dist / name).read_bytes())
+        return digest.hexdigest()[:32]
 
     def _write_error(self, component_id: str, info: Any) -> None:
         self.state.report_error(self.topology_id, component_id, info)

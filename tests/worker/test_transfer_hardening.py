@@ -307,3 +307,52 @@ def test_a_failure_on_the_receive_thread_is_reported_and_the_thread_restarted() 
     finally:
         a.stop("test done")
         b.stop("test done")
+
+
+# ---------------------------------------------------------------- control frames (issue 26, item 4)
+
+_FOREIGN = """
+import sys, time, msgpack, zmq
+port, peer_port, guessed = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+ctx = zmq.Context(); push = ctx.socket(zmq.PUSH); push.setsockopt(zmq.LINGER, 3000)
+push.connect(f"tcp://127.0.0.1:{port}")
+for _ in range(20):   # the old 4-field frame, one with a guessed token, and a stranger's address
+    push.send(msgpack.packb([[-1, [["backpressure", "127.0.0.1", peer_port, True]]]]))
+    push.send(msgpack.packb([[-1, [["backpressure", "127.0.0.1", peer_port, True, guessed]]]]))
+    push.send(msgpack.packb([[-1, [["backpressure", "10.9.9.9", 6700, True, guessed]]]]))
+    time.sleep(0.05)
+push.close(); ctx.term()
+"""
+
+
+def test_a_backpressure_frame_from_outside_the_topology_stops_nothing() -> None:
+    """Anyone who reaches a worker port could send the frame that throttles every spout. With
+    the topology's control token, a foreign process's frames are refused; a real peer's work."""
+    import subprocess
+    import sys
+
+    token = "5f0c" * 8
+    a_port, b_port = free_port(), free_port()
+    a_runtime, b_runtime = CollectingRuntime({1}), CollectingRuntime({2})
+    a = ZmqTransfer("127.0.0.1", a_port, bind_host="127.0.0.1", control_token=token)
+    b = ZmqTransfer("127.0.0.1", b_port, bind_host="127.0.0.1", control_token=token)
+    routes = {1: ("127.0.0.1", a_port), 2: ("127.0.0.1", b_port)}
+    for transfer, runtime in ((a, a_runtime), (b, b_runtime)):
+        transfer.update_routes(routes)
+        transfer.start(runtime)
+    try:
+        a.send(2, [("default", 1, ["hello"], None)])
+        wait_until(lambda: b_runtime.count(2) == 1, 20, "the workers connected")
+        subprocess.run([sys.executable, "-c", _FOREIGN, str(a_port), str(b_port), "not-the-token"],
+                       check=True, timeout=60)
+        wait_until(lambda: a.counters["refused_control"] >= 60, 20, "every forged frame refused")
+        assert True not in a_runtime.remote_bp, "a forged frame throttled the spouts"
+        # the real peer, with the token, still can
+        b_runtime.overloaded = True
+        wait_until(lambda: a_runtime.remote_bp[-1:] == [True], 20, "backpressure ON from the real peer")
+        b_runtime.overloaded = False
+        wait_until(lambda: a_runtime.remote_bp[-1:] == [False], 20, "backpressure OFF from the real peer")
+        assert a.counters["refused_control"] == 60
+    finally:
+        a.stop("test done")
+        b.stop("test done")
