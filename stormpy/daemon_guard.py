@@ -14,6 +14,10 @@ before anything irreversible happens (leadership, localstate, ZooKeeper nodes).
 Both raise :class:`~stormpy.errors.UserError`: the CLI prints one line and exits 1. Called from
 the daemons' main threads.
 
+:func:`warn_if_open` is the one WARNING line each daemon logs at start when it listens beyond
+loopback with security off (Nimbus, UI, log viewer, worker, dev ZooKeeper), saying what anyone
+who reaches the port can do and how to close it (README, "Security").
+
 :class:`ThreadGuard` is the run-time counterpart: every framework thread of a worker (transfer
 send/receive, heartbeats, refresh, error reporter, executors) runs its body under one guard, so
 an exception never ends a thread silently. The guard logs it with its traceback, reports it as a
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import ipaddress
 import logging
 import os
 import socket
@@ -121,6 +126,48 @@ def check_ports_free(kind: str, ports: Iterable[tuple[int, str]], host: str = "0
         if reason is not None:
             raise UserError(f"{kind} cannot use port {port} ({key}): {reason.lower()} "
                             f"(another daemon running? set {key})")
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether binding ``host`` keeps a port on this machine (127.0.0.0/8, ::1, localhost).
+    Empty, ``*``, ``0.0.0.0`` and other names count as reachable from outside."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+#: What anyone who reaches a daemon's port can do with security off, and the setting that
+#: closes it: the text of :func:`warn_if_open` (README "Security" says the same).
+EXPOSURES: dict[str, tuple[str, str]] = {
+    "Nimbus": ("can submit a topology, whose code then runs on every supervisor, and kill or "
+               "rebalance any topology", "storm.thrift.auth.secret.file"),
+    "UI": ("can kill, rebalance, activate and deactivate topologies and read their configuration",
+           "ui.auth.enable with ui.users.file (on by itself with storm.thrift.auth.secret.file)"),
+    "log viewer": ("can read every worker log of this supervisor",
+                   "ui.auth.enable with ui.users.file (on by itself with storm.thrift.auth.secret.file)"),
+    "worker": ("can inject tuples into this topology and forge acks or Trident $commit messages",
+               "storm.messaging.curve.enable (with storm.thrift.auth.secret.file)"),
+    "dev ZooKeeper": ("can rewrite assignments (which code runs where) and read or change every "
+                      "topology's cluster state", "storm.zookeeper.auth.payload (digest ACLs on every node)"),
+}
+
+
+def warn_if_open(daemon: str, host: str | None, port: int, *, secured: bool) -> bool:
+    """Log one WARNING when ``daemon`` (a key of :data:`EXPOSURES`) listens on ``host:port``
+    beyond loopback with its security off; returns whether it warned. Called once at start."""
+    if secured or is_loopback(host):
+        return False
+    exposes, secure_with = EXPOSURES[daemon]
+    shown = "every interface" if host in (None, "", "*", "0.0.0.0", "::") else host
+    log.warning("SECURITY: %s listens on %s port %d with security off: anyone who reaches it %s. "
+                "Set %s, or keep the port behind a firewall (README, \"Security\").",
+                daemon, shown, port, exposes, secure_with)
+    return True
 
 
 FATAL_EXIT_CODE = 3

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from stormpy import config as cfg
-from stormpy.daemon_guard import DaemonLock
+from stormpy.daemon_guard import DaemonLock, warn_if_open
 from stormpy.errors import UserError
 from stormpy.signals import StopOnSignals
 from stormpy.testing.processes import port_open
@@ -27,6 +27,7 @@ def run_dev_zookeeper(conf: cfg.Config) -> int:
         if port_open("127.0.0.1", port):
             raise UserError(f"port {port} is already in use (another ZooKeeper?); set storm.zookeeper.port")
         server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0")
+        warn_if_open("dev ZooKeeper", "0.0.0.0", port, secured=bool(conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)))
         with StopOnSignals(who="dev-zookeeper") as signals:
             return _serve(server, port, signals)
 

@@ -307,3 +307,31 @@ def test_refresh_failure_is_reported_and_the_next_poll_recovers(zk_conf: dict[st
         worker._refresh_wanted.set()
         thread.join(5)
         worker.state.close()
+
+
+# ---------------------------------------------------------------- open ports say so (issue 26, item 4)
+
+def test_warn_if_open_only_beyond_loopback_and_only_with_security_off(caplog: pytest.LogCaptureFixture) -> None:
+    from stormpy.daemon_guard import EXPOSURES, is_loopback, warn_if_open
+
+    assert is_loopback("127.0.0.1") and is_loopback("127.0.1.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "*", "", None, "10.0.0.5", "storm-host"))
+    with caplog.at_level(logging.WARNING, logger="stormpy.daemon_guard"):
+        for daemon in EXPOSURES:
+            assert not warn_if_open(daemon, "127.0.0.1", 1234, secured=False)
+            assert not warn_if_open(daemon, "0.0.0.0", 1234, secured=True)
+            assert warn_if_open(daemon, "*", 1234, secured=False)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == len(EXPOSURES)
+    assert all(line.startswith("SECURITY: ") and "security off" in line and "\n" not in line for line in lines)
+    nimbus = next(line for line in lines if line.startswith("SECURITY: Nimbus"))
+    assert "every interface port 1234" in nimbus and "runs on every supervisor" in nimbus
+    assert "storm.thrift.auth.secret.file" in nimbus
+
+
+def test_nimbus_on_every_interface_without_a_secret_logs_one_security_warning(daemons, cluster_conf) -> None:
+    conf = {k: v for k, v in cluster_conf.items() if k != "storm.local.hostname"}   # binds 0.0.0.0
+    nimbus = daemons.start("nimbus", conf, ready_port=conf["nimbus.thrift.port"])
+    wait_until(lambda: "SECURITY: Nimbus" in nimbus.output(), 30, "Nimbus's security warning")
+    lines = [line for line in nimbus.output().splitlines() if "SECURITY:" in line]
+    assert len(lines) == 1 and "WARNING" in lines[0] and f"port {conf['nimbus.thrift.port']}" in lines[0]

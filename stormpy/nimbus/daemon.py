@@ -17,7 +17,7 @@ import threading
 from stormpy import config as cfg
 from stormpy.auth import read_secret
 from stormpy.cluster_state import ClusterState
-from stormpy.daemon_guard import check_ports_free, local_dir_lock
+from stormpy.daemon_guard import check_ports_free, local_dir_lock, warn_if_open
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.nimbus.core import Nimbus
@@ -82,6 +82,8 @@ class NimbusDaemon:
         except OSError as exc:
             raise UserError(f"Nimbus cannot listen on port {self.port}: {exc.strerror or exc} "
                             "(another Nimbus running? set nimbus.thrift.port)") from None
+        warn_if_open("Nimbus", cfg.local_bind_host(self.conf), self.port,
+                     secured=read_secret(self.conf) is not None)
         if not self.elector.leading:
             self._register(is_leader=False)
         self.elector.start()

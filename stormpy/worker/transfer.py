@@ -169,6 +169,11 @@ class ZmqTransfer:
                          "peer_disconnects": 0, "refused_handshakes": 0,
                          "failed_trees": 0, "refused_control": 0}
 
+    @property
+    def encrypted(self) -> bool:
+        """Whether peers must hold the topology's CURVE keys (outsiders are refused)."""
+        return self._curve is not None
+
     # ------------------------------------------------------------ lifecycle
 
     def bind(self) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from stormpy import config as C
-from stormpy.daemon_guard import ThreadGuard
+from stormpy.daemon_guard import ThreadGuard, warn_if_open
 from stormpy.serialization import from_conf
 from stormpy import disk_layout
 from stormpy.streams import SYSTEM_COMPONENT
@@ -134,6 +134,7 @@ class Worker:
                                     serialization=from_conf(self.plan.conf)
                                     if self.plan.conf.get(C.TOPOLOGY_SERIALIZERS.name) else None)
         self.transfer.bind()
+        warn_if_open("worker", C.local_bind_host(self.conf, "*"), self.port, secured=self.transfer.encrypted)
         self._routes = task_routes(assignment)
         self.transfer.update_routes(self._routes)
         from stormpy.task.runtime import WorkerRuntime
