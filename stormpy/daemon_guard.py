@@ -210,7 +210,9 @@ class ThreadGuard:
 
     def run(self, name: str, target: Callable[[], None], restart: bool = True) -> None:
         """Call ``target`` until it returns; each exception is reported and, while within the
-        budget and not stopping, ``target`` is called again after the backoff."""
+        budget and not stopping, ``target`` is called again after the backoff. A body that must
+        not be restarted (``restart=False``: an executor, whose loop restarts itself) and still
+        ends by an exception leaves work nobody does: that is fatal at once."""
         while True:
             try:
                 target()
@@ -218,7 +220,8 @@ class ThreadGuard:
             except BaseException as exc:  # noqa: BLE001 - the point: nothing ends a thread unseen
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)) and threading.current_thread() is threading.main_thread():
                     raise
-                again = self.failed(name, exc)
+                again = self.failed(name, exc, handled="restarted" if restart else "thread ended",
+                                    fatal=not restart)
             if not (restart and again):
                 return
             if self._stop.wait(self.backoff_secs):
@@ -227,23 +230,27 @@ class ThreadGuard:
                 self.restarts[name] = self.restarts.get(name, 0) + 1
             log.warning("%s: restarting thread %s (restart #%d)", self.owner, name, self.restarts[name])
 
-    def failed(self, name: str, exc: BaseException, *, handled: str = "restarted", count: bool = True) -> bool:
+    def failed(self, name: str, exc: BaseException, *, handled: str = "restarted", count: bool = True,
+               fatal: bool = False) -> bool:
         """Record a failure of thread ``name`` (also for threads that handle their own errors,
         such as executor loops and heartbeats): log, report, and (``count``) count it against
         the budget. A thread that retries an outside service (ZooKeeper away) reports only the
         first failure of a streak, with ``count=False``, so an outage never ends the process.
-        Returns False when the guard gave up (fatal) or is stopping, True when the caller may retry."""
+        ``fatal`` gives up at once (the thread cannot go on). Returns False when the guard gave up
+        or is stopping, True when the caller may retry."""
         text = "".join(traceback.format_exception(exc)).rstrip()
         now = time.monotonic()
+        fatal = fatal and not self._stop.is_set()   # a thread ending during shutdown is no news
         with self._lock:
             self.failures[name] = self.failures.get(name, 0) + 1
             if count:
                 self._recent.append(now)
             while self._recent and now - self._recent[0] > self.window_secs:
                 self._recent.popleft()
-            too_many = len(self._recent) > self.max_failures and self.fatal_reason is None
+            too_many = (fatal or len(self._recent) > self.max_failures) and self.fatal_reason is None
             if too_many:
-                self.fatal_reason = (f"{len(self._recent)} framework thread failures within "
+                self.fatal_reason = (f"thread {name} ended by {type(exc).__name__}: {exc}" if fatal else
+                                     f"{len(self._recent)} framework thread failures within "
                                      f"{self.window_secs:g}s (last: thread {name}: {type(exc).__name__}: {exc})")
             fatal = self.fatal_reason is not None
         stopping = self._stop.is_set()

@@ -335,3 +335,17 @@ def test_nimbus_on_every_interface_without_a_secret_logs_one_security_warning(da
     wait_until(lambda: "SECURITY: Nimbus" in nimbus.output(), 30, "Nimbus's security warning")
     lines = [line for line in nimbus.output().splitlines() if "SECURITY:" in line]
     assert len(lines) == 1 and "WARNING" in lines[0] and f"port {conf['nimbus.thrift.port']}" in lines[0]
+
+
+def test_guard_a_thread_that_cannot_restart_and_ends_by_an_exception_is_fatal_at_once() -> None:
+    """An executor thread (restart=False) ended by SystemExit from user code: nobody runs its
+    tasks any more, so the worker must end (and be restarted), not stall."""
+    seen = _Reports()
+    guard = seen.guard(max_failures=5)
+    guard.start_thread("executor-bolt[2-2]", lambda: sys.exit("user code called sys.exit()"),
+                       restart=False).join(5)
+    assert seen.fatal == ["thread executor-bolt[2-2] ended by SystemExit: user code called sys.exit()"]
+    guard2 = seen.guard()
+    guard2.stop()   # the same during shutdown is no news
+    guard2.start_thread("executor-bolt[3-3]", lambda: sys.exit(0), restart=False).join(5)
+    assert len(seen.fatal) == 1

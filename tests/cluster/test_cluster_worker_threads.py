@@ -105,3 +105,34 @@ def test_serializer_keyerror_fails_and_replays_those_tuples_and_nothing_stalls(c
         if cluster.topology_id(name) is not None:
             cluster.kill_topology(name, wait_secs=0)
         wait_until(lambda: not cluster.worker_pids(topology_id), 60, "the workers to exit after kill")
+
+
+def test_a_thread_ended_by_sys_exit_ends_the_worker_with_code_3_and_it_is_restarted(cluster, tmp_path):
+    out = tmp_path / "out"
+    name = f"exit-{uuid.uuid4().hex[:6]}"
+    topology_id = cluster.submit("exiting_bolt.py", name, workers=1, conf={"test.out.dir": str(out)})
+    try:
+        wait_until(lambda: (out / "exited-once").exists(), 90, "the bolt to call sys.exit()")
+
+        def system_errors() -> list[str]:
+            errors = (cluster.topology_info(topology_id).errors or {}).get("__system", [])
+            return [e.error for e in errors]
+        errors = wait_until(lambda: [e for e in system_errors() if "SystemExit" in e], 60,
+                            "the ended executor thread reported as a __system error")
+        assert "the bolt called sys.exit()" in errors[0]
+        logs = Path(cluster.local_dirs()[0]).parent / "logs"
+        worker_log = next(logs.glob(f"workers-artifacts/{topology_id}/*/worker.log"))
+        wait_until(lambda: "worker ends: thread executor-exiting" in worker_log.read_text(), 30,
+                   "the worker to end itself")
+        supervisor = cluster.supervisors[0]
+        wait_until(lambda: "exited with code 3" in supervisor.output() or
+                   supervisor.output().count(f"launched worker") >= 2, 60, "the supervisor to see it exit")
+        cluster.wait_workers(topology_id, 1)
+        acked = (out / "acked.txt")
+        wait_until(lambda: acked.exists() and len(acked.read_text().split()) > 100, 90,
+                   "tuples acked by the restarted worker")
+        assert any(line.startswith(f"{name} ") and "ACTIVE" in line for line in cluster.cli("list").stdout.splitlines())
+    finally:
+        if cluster.topology_id(name) is not None:
+            cluster.kill_topology(name, wait_secs=0)
+        wait_until(lambda: not cluster.worker_pids(topology_id), 60, "the workers to exit after kill")
