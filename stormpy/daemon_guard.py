@@ -180,7 +180,7 @@ class ThreadGuard:
 
     ``report(thread_name, text)`` is told about every failure (it must not raise; if it does,
     the log keeps the error). ``on_fatal(reason)`` is called once, from the failing thread,
-    when more than ``max_failures`` failures happened within ``window_secs``; after that (or
+    at the ``max_failures``-th failure within ``window_secs``; after that (or
     after :meth:`stop`) bodies are no longer restarted. Thread-safe.
     """
 
@@ -247,7 +247,7 @@ class ThreadGuard:
                 self._recent.append(now)
             while self._recent and now - self._recent[0] > self.window_secs:
                 self._recent.popleft()
-            too_many = (fatal or len(self._recent) > self.max_failures) and self.fatal_reason is None
+            too_many = (fatal or len(self._recent) >= self.max_failures) and self.fatal_reason is None
             if too_many:
                 self.fatal_reason = (f"thread {name} ended by {type(exc).__name__}: {exc}" if fatal else
                                      f"{len(self._recent)} framework thread failures within "

@@ -197,7 +197,7 @@ def test_executor_loop_failures_count_toward_the_worker_guard(local_topology: An
     reports: list[tuple[str, str]] = []
     fatal: list[str] = []
     local.runtime.thread_guard = ThreadGuard("test worker", report=lambda t, text: reports.append((t, text)),
-                                             on_fatal=fatal.append, max_failures=1)
+                                             on_fatal=fatal.append, max_failures=2)
     spout = next(e for e in local.runtime.executors.values() if e.component_id == "spout")
     waiter(lambda: STATE.get("acked", 0) >= 10, 30, "the spout's first acks")
 
@@ -209,6 +209,6 @@ def test_executor_loop_failures_count_toward_the_worker_guard(local_topology: An
     before = STATE["acked"]
     waiter(lambda: STATE["acked"] >= before + 50, 30, "acks after the loop restart (recovered)")
     assert fatal == []
-    spout.call_soon(broken)   # a second one within the window: over the budget of 1
+    spout.call_soon(broken)   # a second one within the window: the budget of 2 is spent
     waiter(lambda: fatal, 20, "the guard giving up on the worker")
     waiter(lambda: spout.thread is not None and not spout.thread.is_alive(), 20, "the executor thread ending")
