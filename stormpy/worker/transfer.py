@@ -32,8 +32,15 @@ topology forever. A backpressure frame is ``[backpressure, host, port, on, token
 ``control_token`` (``topology.worker.control.token``, which Nimbus puts in the topology's config
 at submit) only frames carrying that token and naming a worker of the current assignment are
 obeyed; others (a process outside the topology, with CURVE off) are refused, counted and logged
-at a rate-limited WARNING, so they stop nothing. Frames arrive as msgpack with ``use_list=False``: messages are tuples, as the
-contract says, and so are their values.
+at a rate-limited WARNING, so they stop nothing.
+
+Frames arrive as msgpack with ``use_list=False``: messages are tuples, as the contract says, and
+so are their values.
+
+Both threads run under a :class:`~stormpy.daemon_guard.ThreadGuard` (the worker's): an exception
+is reported and the loop restarted. Registered serializers are user code: one that raises, on
+either side, costs only its tuples (dropped, reported as the sender's error, their trees failed
+through the acker so the spout replays them).
 """
 from __future__ import annotations
 
@@ -374,7 +381,8 @@ class ZmqTransfer:
         """Send ``__ack_fail`` for every root the dropped message was anchored to."""
         anchors = message[3] if isinstance(message, (tuple, list)) and len(message) == 4 else None
         ackers = self._acker_tasks
-        if not ackers or not isinstance(anchors, dict) or message[0] in ACKER_STREAMS:
+        if not ackers or not isinstance(anchors, dict) or type(message[0]) is not str \
+                or message[0] in ACKER_STREAMS:
             return
         src = message[1] if type(message[1]) is int else -1
         for root in anchors:
