@@ -348,3 +348,12 @@ def test_guard_a_thread_that_cannot_restart_and_ends_by_an_exception_is_fatal_at
     guard2.stop()   # the same during shutdown is no news
     guard2.start_thread("executor-bolt[3-3]", lambda: sys.exit(0), restart=False).join(5)
     assert len(seen.fatal) == 1
+
+
+def test_readme_first_screen_says_what_an_open_cluster_means() -> None:
+    lines = (REPO / "README.md").read_text().splitlines()
+    first_screen = "\n".join(lines[:15])
+    assert lines[0] == "```bash" and "Security is off by default" in first_screen
+    for exposure in ("6627", "code runs on every supervisor", "2181", "rewrite assignments",
+                     "worker port", "forge acks", "$commit", "backpressure", "SECURITY:"):
+        assert exposure in first_screen, exposure
