@@ -101,6 +101,14 @@ def test_serializer_keyerror_fails_and_replays_those_tuples_and_nothing_stalls(c
         worker_confs = list((sup_local / "workers").glob("*/supervisor-conf.json"))
         assert len(worker_confs) == 2
         assert all(mode(p) == 0o600 and mode(p.parent) == 0o700 for p in worker_confs)
+
+        # item 4: what listens beyond loopback with security off says so once; loopback does not
+        def security_lines(proc) -> list[str]:
+            return [line for line in proc.output().splitlines() if "SECURITY:" in line]
+        assert [line.split("SECURITY: ")[1][:24] for line in security_lines(cluster.supervisors[0])] \
+            == ["log viewer listens on ev"]
+        assert len(security_lines(cluster.zookeeper)) == 1 and "dev ZooKeeper" in security_lines(cluster.zookeeper)[0]
+        assert security_lines(cluster.nimbus) == [] and security_lines(cluster.ui) == []   # 127.0.0.1
     finally:
         if cluster.topology_id(name) is not None:
             cluster.kill_topology(name, wait_secs=0)
