@@ -150,6 +150,7 @@ TOPOLOGY_ENVIRONMENT = _key("topology.environment", None, dict, "Extra environme
 TOPOLOGY_MODULE = _key("topology.module", None, str, "Module of the topology file (its stem), importable from the code archive's root.")
 TOPOLOGY_SUBPROCESS_TIMEOUT_SECS = _key("topology.subprocess.timeout.secs", 30, (int, float), "Multilang (ShellBolt/ShellSpout): seconds a subprocess may leave a handshake, spout command or heartbeat unanswered before its task restarts.")
 TOPOLOGY_SUBMITTER_USER = _key("topology.submitter.user", None, str, "Who submitted the topology (set by `stormpy submit`).")
+TOPOLOGY_WORKER_CONTROL_TOKEN = _key("topology.worker.control.token", None, str, "Random token Nimbus adds to a topology's config at submit; its workers put it in their control frames (backpressure) and refuse frames without it. Redacted for non-owners.")
 
 # ---------------------------------------------------------------- UI
 UI_HOST = _key("ui.host", "0.0.0.0", str, "Address the UI listens on.")

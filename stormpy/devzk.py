@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from stormpy import config as cfg
-from stormpy.daemon_guard import DaemonLock
+from stormpy.daemon_guard import DaemonLock, warn_if_open
 from stormpy.errors import UserError
 from stormpy.signals import StopOnSignals
 from stormpy.testing.processes import port_open
@@ -32,6 +32,8 @@ def run_dev_zookeeper(conf: cfg.Config) -> int:
         tls = zookeeper_server_files(conf) if zookeeper_ssl_enabled(conf) else None   # TLS only, client certs needed
         server = ZooKeeperServer(conf[cfg.DEV_ZOOKEEPER_PATH], port, host="0.0.0.0", tls=tls,
                                  zookeeper_home=conf[cfg.DEV_ZOOKEEPER_HOME])
+        warn_if_open("dev ZooKeeper", "0.0.0.0", port,
+                     secured=bool(conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)) or tls is not None)
         with StopOnSignals(who="dev-zookeeper") as signals:
             return _serve(server, port, signals)
 

@@ -50,6 +50,26 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) and make it ``0700``: it holds files with credentials."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, PRIVATE_DIR_MODE)
+    return path
+
+
+def write_private(path: Path, data: bytes | str) -> None:
+    """Write a file only its owner may read (``0600`` from the first byte, also when it existed):
+    worker and topology configs can carry ``storm.zookeeper.auth.payload`` and other secrets."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
+    os.fchmod(fd, PRIVATE_FILE_MODE)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data.encode() if isinstance(data, str) else data)
+
+
 def read_struct(path: Path, cls: type[T]) -> T | None:
     """The struct in ``path``, or None when it is missing or unreadable (logged)."""
     try:

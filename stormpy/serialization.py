@@ -154,6 +154,48 @@ class Serialization:
         """Decode bytes written by :meth:`packb`; int map keys allowed (task ids, root ids)."""
         return msgpack.unpackb(data, ext_hook=self._ext_hook, raw=False, strict_map_key=False)
 
+    def unpackb_lenient(self, data: bytes) -> tuple[Any, list[Exception]]:
+        """Like :meth:`unpackb`, but a registered serializer that raises (user code: any
+        exception) leaves an :class:`Undecodable` in place of its value and its exception in the
+        returned list, so the transport drops only the tuples holding one, not the whole frame."""
+        errors: list[Exception] = []
+
+        def hook(code: int, payload: bytes) -> Any:
+            try:
+                return self._ext_hook(code, payload)
+            except Exception as exc:  # noqa: BLE001 - user code: reported by the caller
+                errors.append(exc)
+                return Undecodable(code, exc)
+
+        return msgpack.unpackb(data, ext_hook=hook, raw=False, strict_map_key=False), errors
+
+
+class Undecodable:
+    """A value whose registered serializer raised in ``deserialize`` (see ``unpackb_lenient``)."""
+
+    __slots__ = ("code", "error")
+
+    def __init__(self, code: int, error: Exception) -> None:
+        self.code = code
+        self.error = error
+
+
+def contains_undecodable(value: Any) -> Exception | None:
+    """The error of the first :class:`Undecodable` inside ``value`` (lists, tuples, dicts), or None."""
+    if isinstance(value, Undecodable):
+        return value.error
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = contains_undecodable(item)
+            if found is not None:
+                return found
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found = contains_undecodable(key) or contains_undecodable(item)
+            if found is not None:
+                return found
+    return None
+
 
 def stable_key_bytes(values: Any) -> bytes:
     """The bytes fields grouping hashes: msgpack of the values, identical in every process."""

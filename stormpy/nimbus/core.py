@@ -12,6 +12,7 @@ import getpass
 import itertools
 import json
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -161,6 +162,9 @@ class Nimbus:
         # (streamparse's `sparse submit` never does); `sparse list` shows it as the owner.
         if not conf.get(cfg.TOPOLOGY_SUBMITTER_USER.name):
             conf[cfg.TOPOLOGY_SUBMITTER_USER.name] = _system_user()
+        # Workers accept control frames (backpressure) only with this token: a process outside
+        # the topology cannot stop its spouts (issue 26, item 4). Fresh per submit, never the user's.
+        conf[cfg.TOPOLOGY_WORKER_CONTROL_TOKEN.name] = secrets.token_hex(16)
         return conf
 
     def _new_id(self, name: str) -> str:

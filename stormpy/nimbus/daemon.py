@@ -17,7 +17,7 @@ import threading
 from stormpy import config as cfg
 from stormpy.auth import read_secret
 from stormpy.cluster_state import ClusterState
-from stormpy.daemon_guard import check_ports_free, local_dir_lock
+from stormpy.daemon_guard import check_ports_free, local_dir_lock, warn_if_open
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.nimbus.core import Nimbus
@@ -97,6 +97,8 @@ class NimbusDaemon:
         except Exception as exc:  # noqa: BLE001 - the leader unreachable for a sync: the HA thread retries
             log.warning("first leadership round failed (the HA thread retries): %s", exc)
         self.server.start()
+        warn_if_open("Nimbus", cfg.local_bind_host(self.conf), self.port,
+                     secured=read_secret(self.conf) is not None or tls.client_auth_required(self.conf, "nimbus.thrift"))
         if not self.elector.leading:
             self._register(is_leader=False)
         self.elector.start()

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from stormpy.disk_layout import private_dir, write_private
 from stormpy.thrift import deserialize, serialize, storm
 
 log = logging.getLogger(__name__)
@@ -148,9 +149,12 @@ class NimbusFiles:
         tmp = self.stormdist_root / f".tmp-{topology_id}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True)
         try:
+            # 0700 dir, 0600 conf: the topology's config can carry credentials (its
+            # topology.environment, topology.worker.control.token)
+            private_dir(tmp)
             shutil.move(str(upload), tmp / CODE_FILE)
             (tmp / TOPOLOGY_FILE).write_bytes(serialize(topology))
-            (tmp / CONF_FILE).write_text(json.dumps(dict(conf), sort_keys=True))
+            write_private(tmp / CONF_FILE, json.dumps(dict(conf), sort_keys=True))
             os.rename(tmp, target)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

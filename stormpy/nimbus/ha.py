@@ -138,7 +138,7 @@ class CodeReplicator:
     def _fetch(self, client: object, topology_id: str) -> None:
         target = self.files.stormdist(topology_id)
         tmp = self.files.stormdist_root / f".tmp-{topology_id}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir(parents=True)
+        tmp.mkdir(parents=True, mode=0o700)   # its stormconf.json can carry credentials
         try:
             for name in CODE_FILES:
                 _download(client, f"{topology_id}/{name}", tmp / name)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from stormpy import config as C
-from stormpy.daemon_guard import check_ports_free, local_dir_lock
+from stormpy.auth import http_login_required
+from stormpy.daemon_guard import check_ports_free, local_dir_lock, warn_if_open
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.signals import StopOnSignals
 from stormpy.supervisor import localstate
@@ -157,6 +158,7 @@ class Supervisor:
         try:
             self.logviewer = LogViewer(self.conf[C.STORM_LOG_DIR], port, access=access,
                                        tls_context=https_context(self.conf, "logviewer")).start()
+            warn_if_open("log viewer", "0.0.0.0", self.logviewer.port, secured=http_login_required(self.conf))
         except OSError as exc:
             log.warning("log viewer not started on port %d (logviewer.port): %s", port, exc.strerror or exc)
 

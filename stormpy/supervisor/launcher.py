@@ -24,6 +24,7 @@ from typing import Any
 import psutil
 
 from stormpy import config as C
+from stormpy import disk_layout
 from stormpy.logs import worker_log_path, worker_out_path
 from stormpy.supervisor import localstate
 
@@ -55,8 +56,9 @@ class Launcher:
         (also written to the worker's pid file)."""
         topology_conf = topology_conf or {}
         conf_file = localstate.worker_conf_path(self.local_dir, worker_id)
-        conf_file.parent.mkdir(parents=True, exist_ok=True)
-        conf_file.write_text(json.dumps(dict(self.conf), sort_keys=True, default=str))
+        # 0600 in a 0700 dir: the supervisor's conf can hold storm.zookeeper.auth.payload
+        disk_layout.private_dir(conf_file.parent)
+        disk_layout.write_private(conf_file, json.dumps(dict(self.conf), sort_keys=True, default=str))
         log_path = worker_log_path(self.log_dir, topology_id, port)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         childopts = topology_conf.get(C.WORKER_CHILDOPTS.name) or self.conf.get(C.WORKER_CHILDOPTS.name)

@@ -49,6 +49,7 @@ from typing import Any
 from stormpy import config as C
 from stormpy.client.nimbus_client import upload_file
 from stormpy.streams import REQUIREMENTS_COMPONENT
+from stormpy.disk_layout import private_dir
 from stormpy.supervisor import localstate
 from stormpy.supervisor.slot import LocalAssignment
 from stormpy.supervisor.virtualenvs import RequirementsError, Virtualenvs
@@ -147,7 +148,8 @@ def download_file(client: Any, remote: str, local: Path) -> int:
     """Fetch ``remote`` through Nimbus's beginFileDownload/downloadChunk; returns bytes written."""
     handle = client.beginFileDownload(remote)
     size = 0
-    with open(local, "wb") as out:
+    # 0600: stormconf.json can carry the topology's credentials (the code too, as users write it)
+    with os.fdopen(os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
         while True:
             chunk = client.downloadChunk(handle)
             if not chunk:
@@ -265,7 +267,7 @@ class Syncer:
 
     def _download(self, topology_id: str, master_code_dir: str) -> None:
         tmp = localstate.downloads_tmp(self.local_dir) / f"{topology_id}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir(parents=True, exist_ok=True)
+        private_dir(tmp)   # 0700, renamed into stormdist as it is
         try:
             with self.connect_nimbus() as client:
                 for name in CODE_FILES:

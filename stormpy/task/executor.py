@@ -179,6 +179,12 @@ class Executor:
         self.queue.put((None, fn))
 
     def start(self) -> None:
+        """Start the executor thread; in a worker it runs under the worker's ThreadGuard, so even
+        an exception that escapes start-up or shutdown is reported (the loop restarts itself)."""
+        guard = getattr(self.runtime, "thread_guard", None)
+        if guard is not None:
+            self.thread = guard.start_thread(f"executor-{self.name}", self._thread_main, restart=False)
+            return
         self.thread = threading.Thread(target=self._thread_main, name=f"executor-{self.name}", daemon=True)
         self.thread.start()
 
@@ -245,6 +251,9 @@ class Executor:
                 log.exception("executor %s: framework error in its loop (restart #%d)", self.name, failures)
                 for task in list(self.tasks.values()):
                     self._framework_error(task, exc, "executor loop")
+                guard = getattr(self.runtime, "thread_guard", None)
+                if guard is not None and not guard.failed(f"executor-{self.name}", exc, handled="loop restarted"):
+                    return   # the worker gives up on its threads (it exits, the supervisor restarts it)
                 self._stop.wait(min(self.settings.restart_backoff_secs * (2 ** min(failures, 8)),
                                     _MAX_BACKOFF_SECS))
 

@@ -103,6 +103,9 @@ class WorkerRuntime:
         self.transactional_state = transactional_state
         self.transfer = transfer
         self.reporter = reporter if reporter is not None else LoggingReporter()
+        #: A worker's ThreadGuard (set before ``start``): executor threads run under it and their
+        #: loop failures count toward its budget. None in ``stormpy local``.
+        self.thread_guard: Any = None
         self.host = host
         self.port = port
         ranges = [(int(s), int(e)) for s, e in executors]

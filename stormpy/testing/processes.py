@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from stormpy.disk_layout import write_private
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -103,7 +105,7 @@ def write_daemon_config(path: str | os.PathLike[str], conf: Mapping[str, Any]) -
     """Write ``conf`` as a YAML (JSON is YAML) config file for ``--config``; returns the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(dict(conf), indent=1, sort_keys=True, default=str))
+    write_private(target, json.dumps(dict(conf), indent=1, sort_keys=True, default=str))   # 0600: credentials
     return target
 
 

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from stormpy.config import TOPOLOGY_MESSAGE_TIMEOUT_SECS
-from stormpy.streams import is_framework_id, is_system_id
+from stormpy.streams import SYSTEM_COMPONENT, is_framework_id, is_system_id
 from stormpy.thrift import storm
 from stormpy.ui.stats import (ALL_TIME, WINDOWS, aggregate, bolt_stats, components,
                               executor_stats, input_stats, output_stats, pretty_uptime,
@@ -223,7 +223,7 @@ def topology_page(info: Any, topology: Any | None, conf_json: str | None, window
         "bolts": bolts,
         "workers": workers(info),
         "componentErrors": {comp: [error_json(e, now_secs) for e in errs] for comp, errs in sorted(errors.items())
-                            if errs and (include_sys or not is_framework_id(comp))},
+                            if errs and (include_sys or not is_framework_id(comp) or comp == SYSTEM_COMPONENT)},
         "configuration": conf,
     }
 

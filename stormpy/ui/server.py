@@ -31,13 +31,13 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from thriftpy2.transport import TTransportException
 
 import stormpy
-from stormpy.auth import HttpLogins
+from stormpy.auth import HttpLogins, http_login_required
 from stormpy import tls
 from stormpy.nimbus import authz
 from stormpy.tls import TLSServerMixin, https_context, peer_principal
 from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT,
                             UI_TIMESERIES_SAMPLE_SECS, Config, redacted)
-from stormpy.daemon_guard import local_dir_lock
+from stormpy.daemon_guard import local_dir_lock, warn_if_open
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.signals import StopOnSignals
@@ -554,6 +554,7 @@ def _run_ui(conf: Config) -> int:
         server = make_server(conf, host, port)
     except OSError as exc:
         raise UserError(f"UI cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    warn_if_open("UI", host, server.port, secured=http_login_required(conf))
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
                               name="ui-http", daemon=True)
     thread.start()

@@ -5,7 +5,9 @@ rotating at ``worker.log.max.bytes``; the supervisor appends its raw stdout/stde
 ``worker.log.out`` next to it (and the worker then routes print() into the log); started by
 hand (stderr elsewhere) it also logs to stderr. SIGTERM stops it cleanly: spouts
 paused, executors drained for at most half of ``supervisor.worker.shutdown.sleep.secs``, then
-exit 0. A worker that cannot start (no assignment for its port, code missing) exits 2.
+exit 0. A worker that cannot start (no assignment for its port, code missing) exits 2; one whose
+framework threads keep failing (:class:`~stormpy.daemon_guard.ThreadGuard`) exits 3, and the
+supervisor restarts it.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import os
 import sys
 
 from stormpy import config as C
+from stormpy.daemon_guard import FATAL_EXIT_CODE
 from stormpy.logs import FORMAT, LogWriter, add_file_log, worker_log_path, worker_out_path
 from stormpy.signals import StopOnSignals
 
@@ -81,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             log.exception("worker failed to start")
             worker.stop("failed to start", drain_secs=0)
             return 1
-        signals.wait()
+        if not signals.wait(poll_secs=0.5, alive=lambda: not worker.fatal.is_set()):
+            log.critical("worker ends: %s", worker.fatal_reason)
+            worker.stop(f"framework threads failing: {worker.fatal_reason}", drain_secs=0)
+            return FATAL_EXIT_CODE
         worker.stop(signals.reason("stop requested"), drain_secs=drain)
     return 0
 

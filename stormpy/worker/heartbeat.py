@@ -1,7 +1,9 @@
 """A worker's periodic reports: local heartbeat, cluster heartbeat with stats, errors.
 
 - :class:`Heart` is one small thread per periodic concern (celery's ``Heart``): an interval, a
-  callable, ``start()``/``stop()``. A failing beat is logged and retried on the next tick.
+  callable, ``start()``/``stop()``. A failing beat is logged and retried on the next tick; with a
+  :class:`~stormpy.daemon_guard.ThreadGuard` the first failure of a streak is also reported as
+  an error, and the thread itself runs under the guard.
 - :func:`local_heartbeat` builds the ``LSWorkerHeartbeat`` the supervisor reads from
   ``<storm.local.dir>/workers/<worker-id>/heartbeats`` to decide whether the worker is alive.
 - :func:`cluster_heartbeat` builds the ``ClusterWorkerHeartbeat`` with executor stats; it goes
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from stormpy.daemon_guard import ThreadGuard
 from stormpy.thrift import storm
 from stormpy.topology.plan import ExecutorRange
 
@@ -32,16 +35,22 @@ log = logging.getLogger(__name__)
 class Heart:
     """Calls ``beat()`` every ``interval_secs`` on its own thread until ``stop()``."""
 
-    def __init__(self, name: str, interval_secs: float, beat: Callable[[], None]) -> None:
+    def __init__(self, name: str, interval_secs: float, beat: Callable[[], None],
+                 guard: ThreadGuard | None = None) -> None:
         self.name = name
         self.interval_secs = max(0.05, float(interval_secs))
         self._beat = beat
+        self._guard = guard
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread: threading.Thread | None = None
         self._failures = 0
 
     def start(self) -> "Heart":
-        self._thread.start()
+        if self._guard is not None:
+            self._thread = self._guard.start_thread(self.name, self._run)
+        else:
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
         return self
 
     def _run(self) -> None:
@@ -57,13 +66,16 @@ class Heart:
             self._failures = 0
         except Exception as exc:  # noqa: BLE001 - the next tick retries
             self._failures += 1
-            if self._failures <= 3 or self._failures % 30 == 0:
+            if self._failures == 1 and self._guard is not None:
+                self._guard.failed(self.name, exc, handled="retried on the next beat", count=False)
+            elif self._failures <= 3 or self._failures % 30 == 0:
                 log.warning("%s: beat failed (%d in a row): %s", self.name, self._failures, exc)
 
     def stop(self, timeout_secs: float = 5.0) -> None:
         self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout_secs)
+        thread = self._thread
+        if thread is not None and thread.is_alive() and threading.current_thread() is not thread:
+            thread.join(timeout_secs)
 
 
 def executor_infos(executors: Iterable[ExecutorRange]) -> list[Any]:
@@ -94,7 +106,8 @@ class ErrorReporter:
     """The runtime's ``reporter``: queue errors, write them to ZooKeeper from one thread."""
 
     def __init__(self, write: Callable[[str, Any], None], host: str, port: int,
-                 max_queued: int = 100, per_component_per_min: int = 30) -> None:
+                 max_queued: int = 100, per_component_per_min: int = 30,
+                 guard: ThreadGuard | None = None) -> None:
         self._write = write            # (component_id, storm.ErrorInfo) -> None
         self.host = host
         self.port = port
@@ -105,10 +118,15 @@ class ErrorReporter:
         self._lock = threading.Lock()
         self.dropped = 0
         self.stats_sink = None
-        self._thread = threading.Thread(target=self._run, name="error-reporter", daemon=True)
+        self._guard = guard
+        self._thread: threading.Thread | None = None
 
     def start(self) -> "ErrorReporter":
-        self._thread.start()
+        if self._guard is not None:
+            self._thread = self._guard.start_thread("error-reporter", self._run)
+        else:
+            self._thread = threading.Thread(target=self._run, name="error-reporter", daemon=True)
+            self._thread.start()
         return self
 
     def report_error(self, component_id: str, task_id: int, text: str) -> None:
@@ -141,5 +159,5 @@ class ErrorReporter:
     def stop(self, timeout_secs: float = 5.0) -> None:
         """Write what is queued (bounded by ``timeout_secs``) and end the thread."""
         self._queue.put(None)
-        if self._thread.is_alive():
+        if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout_secs)

@@ -28,8 +28,19 @@ queues are over their high watermark (the executors' ``overloaded`` flags) and t
 when that changes, and again each second while it lasts. A worker throttles its spouts
 (``runtime.set_remote_backpressure``) while any peer, its own send queue or a slow peer socket
 is overloaded. A peer's signal expires when not refreshed, so a dead worker cannot stall a
-topology forever. Frames arrive as msgpack with ``use_list=False``: messages are tuples, as the
-contract says, and so are their values.
+topology forever. A backpressure frame is ``[backpressure, host, port, on, token]``: with a
+``control_token`` (``topology.worker.control.token``, which Nimbus puts in the topology's config
+at submit) only frames carrying that token and naming a worker of the current assignment are
+obeyed; others (a process outside the topology, with CURVE off) are refused, counted and logged
+at a rate-limited WARNING, so they stop nothing.
+
+Frames arrive as msgpack with ``use_list=False``: messages are tuples, as the contract says, and
+so are their values.
+
+Both threads run under a :class:`~stormpy.daemon_guard.ThreadGuard` (the worker's): an exception
+is reported and the loop restarted. Registered serializers are user code: one that raises, on
+either side, costs only its tuples (dropped, reported as the sender's error, their trees failed
+through the acker so the spout replays them).
 """
 from __future__ import annotations
 
@@ -44,6 +55,8 @@ from typing import Any, Protocol
 import msgpack
 import zmq
 
+from stormpy.daemon_guard import ThreadGuard
+from stormpy.serialization import contains_undecodable
 from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
 
 log = logging.getLogger(__name__)
@@ -115,7 +128,8 @@ class ZmqTransfer:
                  check_interval_secs: float = 0.005,
                  report_error: Callable[[int, str], None] | None = None,
                  serialization: Any = None, max_message_bytes: int = 8 * 1024 * 1024,
-                 curve: tuple[bytes, bytes] | None = None) -> None:
+                 curve: tuple[bytes, bytes] | None = None, guard: ThreadGuard | None = None,
+                 acker_tasks: list[int] | None = None, control_token: str | None = None) -> None:
         self.host = host
         self.port = port
         self.me: Address = (host, port)
@@ -133,6 +147,12 @@ class ZmqTransfer:
         self._curve = curve
         self._authenticator: Any = None
         self._report_error = report_error
+        # Runs the send and receive threads: an exception is reported and the loop restarted
+        # (the worker's guard ends the worker when that keeps happening).
+        self._guard = guard if guard is not None else ThreadGuard(f"transfer {port}")
+        # Tuples that cannot be serialized are failed at once through these (root % n).
+        self._acker_tasks = list(acker_tasks or [])
+        self._control_token = control_token
         # stormpy.serialization.Serialization when topology.serializers registers types, else
         # None: plain msgpack, whose tuple-returning decoder is the fast path.
         self._serialization = serialization
@@ -144,6 +164,7 @@ class ZmqTransfer:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pull: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None
         self._peers: dict[Address, _Peer] = {}
         self._remote_bp: dict[Address, float] = {}   # peer -> monotonic time of its last "on"
         self._bp_sent_state = False
@@ -152,7 +173,13 @@ class ZmqTransfer:
         self.counters = {"sent_frames": 0, "sent_messages": 0, "received_frames": 0,
                          "received_messages": 0, "dropped_messages": 0, "bad_frames": 0,
                          "unroutable_messages": 0, "bad_messages": 0, "oversized_messages": 0,
-                         "peer_disconnects": 0, "refused_handshakes": 0}
+                         "peer_disconnects": 0, "refused_handshakes": 0,
+                         "failed_trees": 0, "refused_control": 0}
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether peers must hold the topology's CURVE keys (outsiders are refused)."""
+        return self._curve is not None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -177,9 +204,7 @@ class ZmqTransfer:
         self._local = runtime.local_tasks
         self.bind()
         for name, target in (("transfer-send", self._send_loop), ("transfer-recv", self._recv_loop)):
-            thread = threading.Thread(target=target, name=f"{name}-{self.port}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._threads.append(self._guard.start_thread(f"{name}-{self.port}", target))
         log.info("transfer: listening on port %d", self.port)
 
     def stop(self, reason: str, timeout_secs: float = 5.0) -> None:
@@ -226,7 +251,8 @@ class ZmqTransfer:
         packer = (self._serialization.packer() if self._serialization is not None
                   else msgpack.Packer(use_bin_type=True))
         next_check = 0.0
-        stopping = False
+        # True at once when this is a restart (ThreadGuard) after stop() consumed the _STOP item.
+        stopping = self._stop.is_set()
         while True:
             try:
                 item = self._outbox.get(timeout=self._check_interval)
@@ -313,10 +339,15 @@ class ZmqTransfer:
         return frames
 
     def _pack(self, envelopes: list, packer: msgpack.Packer) -> bytes | None:
-        """One msgpack call per frame; on a bad value find and report the offending messages."""
+        """One msgpack call per frame; on a bad value find and report the offending messages.
+
+        Any exception counts, not only msgpack's own: a registered serializer is user code and
+        may raise anything (a KeyError); only the tuples it cannot encode are dropped, reported
+        and failed, never the frame or the send thread.
+        """
         try:
             return packer.pack(envelopes)
-        except (TypeError, ValueError, OverflowError):
+        except Exception:  # noqa: BLE001 - see above; the per-message pass finds the culprits
             packer.reset()
         good: list = []
         for task_id, messages in envelopes:
@@ -325,7 +356,7 @@ class ZmqTransfer:
                 try:
                     packer.pack(message)
                     kept.append(message)
-                except (TypeError, ValueError, OverflowError) as exc:
+                except Exception as exc:  # noqa: BLE001 - user serializers raise anything
                     packer.reset()
                     self.counters["dropped_messages"] += 1
                     self._unserializable(message, exc)
@@ -334,14 +365,30 @@ class ZmqTransfer:
         return packer.pack(good) if good else None
 
     def _unserializable(self, message: Any, exc: Exception) -> None:
+        """Report a message that cannot go on the wire and fail its tuple trees at once (the
+        spout replays them) instead of leaving them to the message timeout."""
         src = message[1] if isinstance(message, (tuple, list)) and len(message) > 1 else -1
-        text = f"cannot serialize tuple on stream {message[0]!r} for the wire: {exc}"
+        text = f"cannot serialize tuple on stream {message[0]!r} for the wire: {type(exc).__name__}: {exc}"
         log.error("transfer: task %s: %s", src, text)
         if self._report_error is not None and isinstance(src, int):
             try:
                 self._report_error(src, text)
             except Exception:  # noqa: BLE001 - reporting must never kill the send thread
                 log.exception("transfer: could not report a serialization error")
+        self._fail_trees(message)
+
+    def _fail_trees(self, message: Any) -> None:
+        """Send ``__ack_fail`` for every root the dropped message was anchored to."""
+        anchors = message[3] if isinstance(message, (tuple, list)) and len(message) == 4 else None
+        ackers = self._acker_tasks
+        if not ackers or not isinstance(anchors, dict) or type(message[0]) is not str \
+                or message[0] in ACKER_STREAMS:
+            return
+        src = message[1] if type(message[1]) is int else -1
+        for root in anchors:
+            if type(root) is int:
+                self.counters["failed_trees"] += 1
+                self.send(ackers[root % len(ackers)], [(ACK_FAIL, src, [root], None)])
 
     def _try_send(self, peer: _Peer, frame: bytes) -> bool:
         try:
@@ -397,7 +444,10 @@ class ZmqTransfer:
         overloaded = runtime.is_locally_overloaded() if runtime is not None else False
         due = overloaded and now - self._bp_sent_at >= self._bp_refresh
         if overloaded != self._bp_sent_state or due:
-            frame = packer.pack([[CONTROL_TASK, [[BACKPRESSURE, self.host, self.port, overloaded]]]])
+            signal = [BACKPRESSURE, self.host, self.port, overloaded]
+            if self._control_token is not None:
+                signal.append(self._control_token)
+            frame = packer.pack([[CONTROL_TASK, [signal]]])
             for addr, peer in self._peers.items():
                 if addr != self.me:
                     self._try_send(peer, frame)   # a lost signal is re-sent or expires
@@ -415,14 +465,27 @@ class ZmqTransfer:
             self._throttled = throttle
             runtime.set_remote_backpressure(throttle)
 
-    def _on_backpressure(self, host: str, port: int, on: bool) -> None:
+    def _on_backpressure(self, host: str, port: int, on: bool, token: Any = None) -> None:
         # Called on the receive thread; dict assignment is atomic and the send thread only
         # reads and expires entries, so no lock is needed.
         addr = (str(host), int(port))
+        if self._control_token is not None:
+            if token != self._control_token:
+                self._refuse_control(addr, "without this topology's control token")
+                return
+            if addr not in self._routes.peers:
+                self._refuse_control(addr, "from a worker that is not in the assignment")
+                return
         if on:
             self._remote_bp[addr] = time.monotonic()
         else:
             self._remote_bp.pop(addr, None)
+
+    def _refuse_control(self, addr: Address, why: str) -> None:
+        n = self.counters["refused_control"] = self.counters["refused_control"] + 1
+        if n & (n - 1) == 0:   # the 1st, 2nd, 4th, 8th, ... refused frame
+            log.warning("transfer: refused a backpressure frame claiming to come from %s:%s %s "
+                        "(%d so far)", str(addr[0])[:60], addr[1], why, n)
 
     # ------------------------------------------------------------ receive thread
 
@@ -433,7 +496,9 @@ class ZmqTransfer:
         # A blocking recv with RCVTIMEO (one call per frame, GIL released while waiting) instead
         # of poll + recv; the timeout bounds how long stop() waits for this thread.
         pull.setsockopt(zmq.RCVTIMEO, 100)
-        monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED | _HANDSHAKE_FAILED)
+        if self._monitor is None:   # once: a restarted loop (ThreadGuard) keeps the monitor
+            self._monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED | _HANDSHAKE_FAILED)
+        monitor = self._monitor
         frames = 0
         while not self._stop.is_set():
             frames += 1
@@ -452,6 +517,8 @@ class ZmqTransfer:
             self.counters["received_frames"] += 1
             try:
                 self._deliver(frame, control)
+            except _DeliveryError:
+                raise   # the runtime failed, not the frame: the guard reports it and restarts
             except Exception as exc:  # noqa: BLE001 - a bad frame must never kill the worker
                 self._bad_frame(frame, exc)
         try:
@@ -507,8 +574,9 @@ class ZmqTransfer:
                             self.port, n, self._max_bytes)
 
     def _deliver(self, frame: bytes, control: dict[str, Callable[..., None]]) -> None:
+        undecodable: list[Exception] = []
         if self._serialization is not None:
-            envelopes = self._serialization.unpackb(frame)
+            envelopes, undecodable = self._serialization.unpackb_lenient(frame)
         else:
             # use_list=False: messages arrive as tuples (the contract) at no extra cost; values
             # become tuples too, which executors wrap like lists.
@@ -527,6 +595,8 @@ class ZmqTransfer:
                     else:
                         handler(*args)
                 continue
+            if undecodable:
+                messages = self._drop_undecodable(task_id, messages)
             if not messages:
                 continue
             # one C-level pass instead of a Python loop: every message must be a 4-sequence
@@ -537,7 +607,34 @@ class ZmqTransfer:
                 if not messages:
                     continue
             self.counters["received_messages"] += len(messages)
-            runtime.receive(task_id, messages)  # type: ignore[union-attr]
+            try:
+                runtime.receive(task_id, messages)  # type: ignore[union-attr]
+            except Exception as exc:
+                raise _DeliveryError(f"handing {len(messages)} message(s) to task {task_id} failed: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+
+    def _drop_undecodable(self, task_id: int, messages: Any) -> list:
+        """Drop the messages a registered serializer could not decode (user code raised):
+        report each as the sender's error and fail its tuple trees; the rest go on."""
+        kept = []
+        for message in messages:
+            error = contains_undecodable(message)
+            if error is None:
+                kept.append(message)
+                continue
+            self.counters["dropped_messages"] += 1
+            stream = message[0] if isinstance(message, (list, tuple)) and message else "?"
+            src = message[1] if isinstance(message, (list, tuple)) and len(message) > 1 else -1
+            text = (f"cannot deserialize a tuple for task {task_id} on stream {stream!r:.60}: "
+                    f"{type(error).__name__}: {error}")
+            log.error("transfer: task %s: %s", src, text)
+            if self._report_error is not None and type(src) is int:
+                try:
+                    self._report_error(src, text)
+                except Exception:  # noqa: BLE001 - reporting must never kill the receive thread
+                    log.exception("transfer: could not report a deserialization error")
+            self._fail_trees(message)
+        return kept
 
     def _drop_malformed(self, task_id: int, messages: Any) -> list:
         """Keep the well-formed messages of a batch; count, log (rate-limited) and report the rest.
@@ -605,6 +702,11 @@ _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_
 def _event_id(event: list[bytes]) -> int:
     """The event number of a ZeroMQ monitor message (first frame: uint16 event, uint32 value)."""
     return int.from_bytes(event[0][:2], "little") if event and len(event[0]) >= 2 else 0
+
+
+class _DeliveryError(Exception):
+    """The runtime raised while taking a well-formed batch: a framework failure of this worker,
+    not a peer's bad frame, so the receive loop lets its guard report it."""
 
 
 class _Stop:

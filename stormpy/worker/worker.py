@@ -13,11 +13,18 @@ Threads owned here:
   set an event), then installs new routes in the transport and sets spouts (in)active;
 - the transport's send/receive threads and the runtime's executor threads.
 
+Every one of them runs under the worker's :class:`~stormpy.daemon_guard.ThreadGuard`: an
+exception is logged, reported as an error of the ``__system`` component (``stormpy errors``, the
+UI) and the thread's loop restarted; when failures pile up the guard ends the worker
+(``fatal_reason`` set, ``__main__`` exits with :data:`~stormpy.daemon_guard.FATAL_EXIT_CODE`)
+and the supervisor starts a fresh one.
+
 ``stop()`` (SIGTERM) deactivates spouts, drains the executors for a bounded time, flushes the
 transport and leaves ZooKeeper; the supervisor SIGKILLs a worker that takes longer.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import logging
 import socket
@@ -29,8 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from stormpy import config as C
+from stormpy.daemon_guard import ThreadGuard, warn_if_open
 from stormpy.serialization import from_conf
 from stormpy import disk_layout
+from stormpy.streams import SYSTEM_COMPONENT
 from stormpy.thrift import storm
 from stormpy.topology.plan import ExecutorRange
 from stormpy.worker.heartbeat import ErrorReporter, Heart, cluster_heartbeat, local_heartbeat
@@ -91,6 +100,11 @@ class Worker:
         self._refresh_thread: threading.Thread | None = None
         self._active: bool | None = None
         self._routes: dict[int, tuple[str, int]] = {}
+        #: Set (once) when the guard gave up on this worker's threads; ``__main__`` then exits 3.
+        self.fatal_reason: str | None = None
+        self.fatal = threading.Event()
+        self.guard = ThreadGuard(f"worker {topology_id}:{port}", report=self._thread_error,
+                                 on_fatal=self._on_fatal)
 
     # ------------------------------------------------------------ start-up
 
@@ -108,16 +122,19 @@ class Worker:
         self.host = (assignment.node_host or {}).get(self.supervisor_id, self.host)
         self._start_local_heartbeat()
         self.plan = self._load_plan()
-        self.reporter = ErrorReporter(self._write_error, self.host, self.port).start()
+        self.reporter = ErrorReporter(self._write_error, self.host, self.port, guard=self.guard).start()
         self.transfer = ZmqTransfer(self.host, self.port, bind_host=C.local_bind_host(self.conf, "*"),
                                     report_error=self._transfer_error,
                                     max_message_bytes=int(self.plan.conf.get(
                                         C.STORM_MESSAGING_MAX_MESSAGE_BYTES.name)
                                         or C.STORM_MESSAGING_MAX_MESSAGE_BYTES.default),
-                                    curve=self._curve_keys(),
+                                    curve=self._curve_keys(), guard=self.guard,
+                                    acker_tasks=list(self.plan.acker_tasks),
+                                    control_token=self._control_token(),
                                     serialization=from_conf(self.plan.conf)
                                     if self.plan.conf.get(C.TOPOLOGY_SERIALIZERS.name) else None)
         self.transfer.bind()
+        warn_if_open("worker", C.local_bind_host(self.conf, "*"), self.port, secured=self.transfer.encrypted)
         self._routes = task_routes(assignment)
         self.transfer.update_routes(self._routes)
         from stormpy.task.runtime import WorkerRuntime
@@ -127,13 +144,13 @@ class Worker:
         self.runtime = WorkerRuntime(self.plan, executors=self.executors, transfer=self.transfer,
                                      reporter=self.reporter, host=self.host, port=self.port,
                                      transactional_state=self.transactional_state)
+        self.runtime.thread_guard = self.guard
         self.transfer.start(self.runtime)
         self.runtime.start()
         self._start_cluster_heartbeat()
         self._watches.append(self.state.watch_assignment(self.topology_id, lambda _a: self._refresh_wanted.set()))
         self._watches.append(self.state.watch_storm_base(self.topology_id, lambda _b: self._refresh_wanted.set()))
-        self._refresh_thread = threading.Thread(target=self._refresh_loop, name="refresh", daemon=True)
-        self._refresh_thread.start()
+        self._refresh_thread = self.guard.start_thread("refresh", self._refresh_loop)
         log.info("worker %s of %s on %s:%d runs executors %s", self.worker_id, self.topology_id, self.host,
                  self.port, self.executors)
         return self
@@ -143,7 +160,7 @@ class Worker:
             disk_layout.write_worker_heartbeat(self.local_dir, self.worker_id,
                                               local_heartbeat(self.topology_id, self.executors, self.port))
 
-        heart = Heart("local-heartbeat", self.conf[C.WORKER_HEARTBEAT_FREQUENCY_SECS], beat)
+        heart = Heart("local-heartbeat", self.conf[C.WORKER_HEARTBEAT_FREQUENCY_SECS], beat, guard=self.guard)
         heart.beat_now()
         self._hearts.append(heart.start())
 
@@ -155,7 +172,7 @@ class Worker:
             sink.send(self.topology_id, self.supervisor_id, self.port,
                       cluster_heartbeat(self.topology_id, stats, self.started_at))
 
-        heart = Heart("cluster-heartbeat", self.conf[C.TASK_HEARTBEAT_FREQUENCY_SECS], beat)
+        heart = Heart("cluster-heartbeat", self.conf[C.TASK_HEARTBEAT_FREQUENCY_SECS], beat, guard=self.guard)
         heart.beat_now()
         self._hearts.append(heart.start())
 
@@ -190,8 +207,30 @@ class Worker:
                                    "(the CURVE keys are derived from the shared secret)")
         return curve_keys(secret, self.topology_id)
 
+    def _control_token(self) -> str:
+        """The token of this topology's control frames: Nimbus's ``topology.worker.control.token``;
+        for a topology submitted before Nimbus added one, a digest of its code files, which every
+        worker of the topology holds and a process outside it does not."""
+        token = self.plan.conf.get(C.TOPOLOGY_WORKER_CONTROL_TOKEN.name)
+        if token:
+            return str(token)
+        dist = disk_layout.stormdist_dir(self.local_dir, self.topology_id)
+        digest = hashlib.sha256()
+        for name in ("stormconf.json", "stormtopology.ser"):
+            digest.update((dist / name).read_bytes())
+        return digest.hexdigest()[:32]
+
     def _write_error(self, component_id: str, info: Any) -> None:
         self.state.report_error(self.topology_id, component_id, info)
+
+    def _thread_error(self, thread_name: str, text: str) -> None:
+        """ThreadGuard's report: a framework thread failed; an error of ``__system``."""
+        if self.reporter is not None:
+            self.reporter.report_error(SYSTEM_COMPONENT, -1, text)
+
+    def _on_fatal(self, reason: str) -> None:
+        self.fatal_reason = reason
+        self.fatal.set()
 
     def _transfer_error(self, task_id: int, text: str) -> None:
         component = self.plan.task_component.get(task_id, "?") if self.plan else "?"
@@ -201,13 +240,23 @@ class Worker:
     # ------------------------------------------------------------ refresh thread
 
     def _refresh_loop(self) -> None:
+        """Refresh until stop. A failure is retried on the next poll (ZooKeeper away); the first
+        of a streak is reported through the guard, later ones only logged sparsely."""
         interval = max(0.1, float(self.conf[C.TASK_REFRESH_POLL_SECS]))
+        failures = 0
         while not self._stop.is_set():
             self._refresh_wanted.clear()
             try:
                 self.refresh()
+                if failures:
+                    log.info("refresh works again after %d failure(s)", failures)
+                failures = 0
             except Exception as exc:  # noqa: BLE001 - ZooKeeper away: next poll retries
-                log.warning("refresh of assignment/status failed: %s", exc)
+                failures += 1
+                if failures == 1:
+                    self.guard.failed("refresh", exc, handled="retried on the next poll", count=False)
+                elif failures % 30 == 0:
+                    log.warning("refresh of assignment/status failed (%d in a row): %s", failures, exc)
             self._refresh_wanted.wait(interval)
 
     def refresh(self) -> None:
@@ -230,14 +279,15 @@ class Worker:
                      "ACTIVE" if active else (storm.TopologyStatus._VALUES_TO_NAMES.get(base.status, "?")
                                               if base is not None else "gone"),
                      "run" if active else "paused")
-            self._active = active
             self.runtime.set_active(active)
+            self._active = active   # only once applied: a failed attempt is retried next poll
 
     # ------------------------------------------------------------ shutdown
 
     def stop(self, reason: str, drain_secs: float = 1.0) -> None:
         """Deactivate spouts, drain, stop the transport and heartbeats, leave ZooKeeper."""
         log.info("worker %s stopping (drain %.1fs): %s", self.worker_id, drain_secs, reason)
+        self.guard.stop()
         self._stop.set()
         self._refresh_wanted.set()
         for watch in self._watches:

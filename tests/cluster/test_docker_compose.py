@@ -73,3 +73,15 @@ def test_compose_kafka_is_an_optional_real_broker():
     kafka = compose()["services"]["kafka"]
     assert kafka["image"].startswith("apache/kafka:") and kafka["profiles"] == ["kafka"]
     assert kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://kafka:9092"
+
+
+def test_every_published_port_says_what_it_exposes():
+    """Issue 26 item 4: security is off in this file; each published port names its exposure."""
+    published = [port for spec in compose()["services"].values() for port in spec.get("ports", [])]
+    assert published, "the compose file publishes ports"
+    lines = (REPO / "docker-compose.yml").read_text().splitlines()
+    for port in published:
+        line = next(line for line in lines if f'"{port}"' in line)
+        comment = line.partition("#")[2].strip()
+        assert len(comment) > 20 and ("anyone" in comment or "same exposure" in comment), \
+            f"published port {port} has no comment on what it exposes: {line!r}"

@@ -176,3 +176,27 @@ def test_heartbeat_from_wrong_slot_does_not_count() -> None:
     cache.update("t", slots, {}, now=0.0)
     cache.update("t", slots, {("n9", 1): beat(5, [(1, 1)])}, now=4.0)
     assert cache.is_timed_out("t", (1, 1), now=6.0, timeout_secs=5)
+
+
+def test_stored_topology_conf_is_private(files: NimbusFiles, tmp_path: Path) -> None:
+    """Issue 26 item 8: a topology's conf can carry credentials; only Nimbus's user reads it."""
+    import stat
+
+    from stormpy.disk_layout import write_private
+
+    old = os.umask(0o022)   # the usual umask: files would be 0644 without care
+    try:
+        location = upload(files, make_zip(tmp_path / "code.zip", {"topo.py": b"x = 1\n"}).read_bytes())
+        conf = {"topology.environment": {"DB_PASSWORD": "hunter22"}}
+        target = files.setup_stormdist("t-1-1", files.uploaded_file(location), storm.StormTopology(
+            spouts={}, bolts={}, state_spouts={}), conf)
+        assert stat.S_IMODE(target.stat().st_mode) == 0o700
+        assert stat.S_IMODE((target / "stormconf.json").stat().st_mode) == 0o600
+        assert files.read_conf_json("t-1-1") and "hunter22" in files.read_conf_json("t-1-1")
+        loose = tmp_path / "loose.json"
+        loose.write_text("{}")
+        os.chmod(loose, 0o644)
+        write_private(loose, '{"storm.zookeeper.auth.payload": "u:p"}')   # an existing file, too
+        assert stat.S_IMODE(loose.stat().st_mode) == 0o600
+    finally:
+        os.umask(old)

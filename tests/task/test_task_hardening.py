@@ -183,3 +183,32 @@ def test_unset_max_spout_pending_adapts_so_a_slow_bolt_keeps_acking(local_topolo
     waiter(lambda: STATE.get("acked", 0) >= start + 100, 60, "100 more acks after the queue was cut down")
     assert spout.flow["throttled_ms"] > 0
     assert spout.stats.metrics()["max_spout_pending"] == spout.pending_cap
+
+
+def test_executor_loop_failures_count_toward_the_worker_guard(local_topology: Any, waiter: Any) -> None:
+    """In a worker the executors run under its ThreadGuard (issue 26, item 7): a loop failure
+    is reported there too and counted, so a loop that keeps failing ends the worker."""
+    from stormpy.daemon_guard import ThreadGuard
+
+    STATE.clear()
+    STATE["lock"] = threading.Lock()
+    local = local_topology(SmallTopology, **{"topology.max.spout.pending": 100,
+                                             "topology.task.restart.backoff.secs": 0.05})
+    reports: list[tuple[str, str]] = []
+    fatal: list[str] = []
+    local.runtime.thread_guard = ThreadGuard("test worker", report=lambda t, text: reports.append((t, text)),
+                                             on_fatal=fatal.append, max_failures=2)
+    spout = next(e for e in local.runtime.executors.values() if e.component_id == "spout")
+    waiter(lambda: STATE.get("acked", 0) >= 10, 30, "the spout's first acks")
+
+    def broken() -> None:
+        raise RuntimeError("injected framework bug")
+    spout.call_soon(broken)
+    waiter(lambda: reports, 20, "the loop failure reported to the guard")
+    assert reports[0][0] == f"executor-{spout.name}" and "injected framework bug" in reports[0][1]
+    before = STATE["acked"]
+    waiter(lambda: STATE["acked"] >= before + 50, 30, "acks after the loop restart (recovered)")
+    assert fatal == []
+    spout.call_soon(broken)   # a second one within the window: the budget of 2 is spent
+    waiter(lambda: fatal, 20, "the guard giving up on the worker")
+    waiter(lambda: spout.thread is not None and not spout.thread.is_alive(), 20, "the executor thread ending")

@@ -109,6 +109,22 @@ def test_topology_page_lists_workers_errors_and_config() -> None:
     assert api.parse_conf("not json") == {"raw": "not json"}
 
 
+def test_topology_page_shows_worker_thread_errors_of_system_but_not_acker_errors() -> None:
+    """Issue 26 item 7: a worker's framework thread failures are __system errors; they are
+    shown with the user's components' errors (other framework components' only with sys)."""
+    info = topology_info()
+    info.errors = {**info.errors,
+                   "__system": [storm.ErrorInfo(error="framework thread transfer-send-6700 failed (restarted): "
+                                                      "RuntimeError: x", error_time_secs=NOW - 5,
+                                                host="host-a", port=6700)],
+                   "__acker": [storm.ErrorInfo(error="acker trouble", error_time_secs=NOW - 5, host="host-a", port=6701)]}
+    doc = api.topology_page(info, storm_topology(), None, ":all-time", NOW)
+    assert list(doc["componentErrors"]) == ["__system", "count"]
+    assert "transfer-send-6700" in doc["componentErrors"]["__system"][0]["error"]
+    with_sys = api.topology_page(info, storm_topology(), None, ":all-time", NOW, include_sys=True)
+    assert list(with_sys["componentErrors"]) == ["__acker", "__system", "count"]
+
+
 def test_component_page_for_a_spout() -> None:
     doc = api.component_page(topology_info(), storm_topology(), "words", "600", NOW)
     assert (doc["componentType"], doc["executors"], doc["tasks"], doc["topologyId"]) == ("spout", 2, 4, TOPOLOGY_ID)
