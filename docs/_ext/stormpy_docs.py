@@ -26,9 +26,12 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
 
+import stormpy
+
 logger = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
+#: The clone whose code is documented (also when the docs are built from a copy elsewhere).
+ROOT = Path(stormpy.__file__).resolve().parents[1]
 CHECKED_ROLES = {"confval": "config key", "thrift": "Thrift name"}
 
 
