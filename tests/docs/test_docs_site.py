@@ -48,6 +48,9 @@ PAGES: dict[str, Page] = {
     "tutorials/first-topology.md": Page(expect=("top words: the=", "2 passed")),
     "tutorials/first-cluster.md": Page(expect=("No topologies running.", "wordcount", "==> 127.0.0.1:"),
                                        timeout=300, slow=True, needs=("java", "curl")),
+    "tutorials/trident-exactly-once.md": Page(expect=("OK: 1200 words, every count exact", "OK: 400 rows, every line exactly once"),
+                                              timeout=400, slow=True, needs=("java",)),
+    "tutorials/from-streamparse.md": Page(expect=("streamparse project", "environment 'prod'", "no component reported an error")),
 }
 
 #: Pages whose commands cannot run in a test, and why. Keep this short.
