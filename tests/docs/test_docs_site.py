@@ -128,6 +128,18 @@ def test_every_page_with_commands_is_run() -> None:
     assert not gone, f"PAGES/NOT_RUN name pages without commands: {gone}"
 
 
+def test_the_readme_example_runs(tmp_path: Path) -> None:
+    """The README's first Python block (its 20-line example) runs as written with ``stormpy local``."""
+    blocks = re.findall(r"^```python\n(.*?)^```", (REPO / "README.md").read_text(), flags=re.S | re.M)
+    assert blocks, "README.md shows no Python example"
+    (tmp_path / "readme_example.py").write_text(blocks[0])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    result = subprocess.run([sys.executable, "-m", "stormpy.cli", "local", "readme_example.py", "--duration", "3"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "no component reported an error" in result.stdout + result.stderr
+
+
 def test_every_storm_yaml_on_the_site_is_valid() -> None:
     """Each ```yaml block that starts with ``# storm.yaml`` loads, with known keys of valid types."""
     import yaml
