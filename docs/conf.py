@@ -25,7 +25,6 @@ version = __version__
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
-    "sphinx.ext.napoleon",
     "sphinx_click",
     "sphinxcontrib.mermaid",
     "stormpy_docs",

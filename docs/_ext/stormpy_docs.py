@@ -61,7 +61,7 @@ def _type_name(type_: Any) -> str:
 
 def _default_text(value: Any) -> str:
     if value is None:
-        return "*not set*"
+        return "not set"
     return "``" + json.dumps(value) + "``"
 
 
@@ -83,8 +83,7 @@ class ConfigKeysDirective(SphinxDirective):
             lines += [title, "-" * len(title), ""]
             for key in keys:
                 lines += [f".. confval:: {key.name}", "",
-                          f"   :Type: {_type_name(key.type)}",
-                          f"   :Default: {_default_text(key.default)}", ""]
+                          f"   *{_type_name(key.type)}*, default {_default_text(key.default)}", ""]
                 lines += _indent(key.doc) + [""]
         return _rst(self, lines)
 
