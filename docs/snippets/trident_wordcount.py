@@ -1,7 +1,7 @@
 """The Trident tutorial: an exactly-once word count into SQLite, and every line into Parquet.
 
     stormpy local docs/snippets/trident_wordcount.py --duration 20 -c wc.db=wc.db
-    python docs/snippets/trident_wordcount.py check wc.db
+    python3 docs/snippets/trident_wordcount.py check wc.db
 
 Two partitions of a fixed text are emitted in batches of ``wc.per.batch`` lines; a batch's meta
 is its range of line numbers, so a replayed txid re-emits exactly the same lines. ``Split``

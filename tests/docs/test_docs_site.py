@@ -64,7 +64,7 @@ NOT_RUN: dict[str, str] = {
 }
 
 #: Never run: the test environment already has the package and its extras installed (by .ci/run).
-INSTALL = re.compile(r"pip install -e '?\.(\[[\w,]+\])?'?")
+INSTALL = re.compile(r"pip install (-e '?\.(\[[\w,]+\])?'?|pytest)(?=\s|$|;|&)")
 
 
 def doc_pages() -> list[Path]:
