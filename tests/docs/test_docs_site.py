@@ -104,20 +104,29 @@ def test_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     assert all(f"stormpy-{name}" in cli_page for name in main.commands), "a CLI command is missing"
 
 
-def test_a_dangling_config_key_link_fails_the_build(tmp_path: Path) -> None:
-    """Renaming a key that a page links must fail ``-W``: build a copy with one bad link."""
+def test_dangling_links_fail_the_build(tmp_path: Path) -> None:
+    """Renaming a config key, CLI option or Thrift call that a page links must fail ``-W``: build
+    a copy of the site whose pages link names that do not exist."""
     pytest.importorskip("sphinx")
     pytest.importorskip("myst_parser")
     copy = tmp_path / "docs"
     subprocess.run(["cp", "-r", str(DOCS), str(copy)], check=True)
     page = copy / "tutorials" / "first-topology.md"
-    page.write_text(page.read_text().replace("{confval}`topology.message.timeout.secs`",
-                                             "{confval}`topology.message.timeout.seconds`"))
+    text = page.read_text()
+    for good, bad in (("{confval}`topology.message.timeout.secs`", "{confval}`topology.message.timeout.seconds`"),
+                      ("{option}`stormpy local --duration`", "{option}`stormpy local --seconds`")):
+        assert good in text
+        text = text.replace(good, bad)
+    page.write_text(text)
+    concept = copy / "concepts" / "architecture.md"
+    assert "{thrift}`Nimbus.submitTopology`" in concept.read_text()
+    concept.write_text(concept.read_text().replace("{thrift}`Nimbus.submitTopology`", "{thrift}`Nimbus.uploadTopology`"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    result = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", str(copy),
+    result = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(copy),
                              str(tmp_path / "html")], capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode != 0
-    assert "topology.message.timeout.seconds" in result.stderr
+    for name in ("topology.message.timeout.seconds", "--seconds", "Nimbus.uploadTopology"):
+        assert name in result.stderr, result.stderr
 
 
 def test_every_page_with_commands_is_run() -> None:
