@@ -51,6 +51,7 @@ PAGES: dict[str, Page] = {
                                        timeout=300, slow=True, needs=("java", "curl")),
     "tutorials/trident-exactly-once.md": Page(expect=("OK: 1200 words, every count exact", "OK: 400 rows, every line exactly once"),
                                               timeout=400, slow=True, needs=("java",)),
+    "how-to/connectors.md": Page(expect=("as expected for 5 passes",), timeout=300, slow=True, needs=("java",)),
     "how-to/security.md": Page(expect=("added UI user 'ops' in conf/ui-users",)),
     "how-to/testing.md": Page(expect=("4 passed",)),
     "how-to/windows-and-state.md": Page(expect=("2 passed", "no component reported an error")),
