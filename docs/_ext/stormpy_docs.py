@@ -226,8 +226,8 @@ ROUTE_DOCS: dict[str, str] = {
                                    "tasks, topologies, stormpy's version.",
     "GET /api/v1/cluster/configuration": "Nimbus's configuration (``getNimbusConf``), credentials shown as "
                                          "``****``; needs a login when UI login is on.",
-    "GET /api/v1/supervisor/summary": "One entry per live supervisor: id, host, uptime, slots, used slots, "
-                                      "log viewer port.",
+    "GET /api/v1/supervisor/summary": "One entry per live supervisor: id, host, uptime, slots (total, "
+                                      "used, free), version.",
     "GET /api/v1/nimbus/summary": "Every registered Nimbus, which one leads, its version and uptime.",
     "GET /api/v1/topology/summary": "Every topology: name, id, status, uptime, workers, executors, tasks.",
     "GET /api/v1/topology/{id}": "One topology: spouts and bolts with their stats for ``?window=`` "
