@@ -150,6 +150,26 @@ def test_the_readme_example_runs(tmp_path: Path) -> None:
     assert "no component reported an error" in result.stdout + result.stderr
 
 
+#: Fences a page may use: run (bash), checked (yaml, mermaid by the build's diagrams), or output.
+FENCES = {"bash", "yaml", "text", "mermaid"}
+
+
+def test_code_on_pages_is_run_or_included_from_snippets() -> None:
+    """Python code is never pasted into a page: it is ``literalinclude``d from docs/snippets/ (or
+    examples/), where the tests run it; plain fences are only those this module checks."""
+    for page in doc_pages():
+        for lang in re.findall(r"^```(\w[\w-]*)\s*$", page.read_text(), flags=re.M):
+            assert lang in FENCES, f"{_rel(page)}: a ```{lang} block; put code in docs/snippets/ and include it"
+        for target in re.findall(r"^```\{literalinclude\}\s+(\S+)", page.read_text(), flags=re.M):
+            included = (page.parent / target).resolve()
+            assert included.is_file(), f"{_rel(page)}: {target} does not exist"
+            assert included.is_relative_to(DOCS / "snippets") or included.is_relative_to(REPO / "examples"), target
+    text = "\n".join(page.read_text() for page in doc_pages())
+    orphans = [s.relative_to(DOCS).as_posix() for s in (DOCS / "snippets").rglob("*.py")
+               if "__pycache__" not in s.parts and s.stat().st_size and s.name not in text]
+    assert not orphans, f"snippets no page shows or runs: {orphans}"
+
+
 def test_every_storm_yaml_on_the_site_is_valid() -> None:
     """Each ```yaml block that starts with ``# storm.yaml`` loads, with known keys of valid types."""
     import yaml
@@ -159,9 +179,11 @@ def test_every_storm_yaml_on_the_site_is_valid() -> None:
     checked = 0
     for page in doc_pages():
         for block in re.findall(r"^```yaml\n(.*?)^```", page.read_text(), flags=re.S | re.M):
+            yaml.safe_load(block)     # every YAML block parses (prometheus.yml too)
             if not block.startswith("# storm.yaml"):
                 continue
             values = yaml.safe_load(block)
+            assert isinstance(values, dict), f"{_rel(page)}: a storm.yaml block that is not a mapping"
             assert not unknown_keys(values), f"{_rel(page)}: unknown keys {unknown_keys(values)}"
             Config(values)            # raises ConfigError naming a key whose value has the wrong type
             checked += 1
