@@ -286,13 +286,10 @@ class RestApiDirective(SphinxDirective):
                            location=self.get_location())
         lines: list[str] = []
         for title, kind in (("JSON API", "api"), ("Pages", "page")):
-            lines += [title, "-" * len(title), "", ".. list-table::", "   :header-rows: 1",
-                      "   :widths: 8 40 52", "", "   * - method", "     - path", "     - what it returns or does"]
-            for (method, _pattern, route_kind), key in zip(routes, keys):
+            lines += [title, "-" * len(title), ""]
+            for (_method, _pattern, route_kind), key in zip(routes, keys):
                 if route_kind == kind:
-                    path = key.split(" ", 1)[1]
-                    lines += [f"   * - {method}", f"     - ``{path}``", f"     - {ROUTE_DOCS.get(key, '')}"]
-            lines.append("")
+                    lines += [f"``{key}``", f"   {ROUTE_DOCS.get(key, '')}", ""]
         return _rst(self, lines)
 
 
