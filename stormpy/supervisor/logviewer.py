@@ -7,6 +7,7 @@ SupervisorInfo (``logviewer_port``), so clients find it through Nimbus's cluster
 when several supervisors share a host.
 
 API (text, never HTML, so a log line can never become markup):
+
 - ``GET /api/v1/log?file=<topology-id>/<port>/worker.log[&start=BYTE][&length=BYTES]``: the
   bytes ``[start, start+length)`` of the file, or its last ``length`` bytes when ``start`` is
   absent (a tail). Headers ``X-Log-Start`` (offset of the first byte sent) and ``X-Log-Size``

@@ -170,7 +170,9 @@ def _rebuild(topology: type[Topology], inputs: Mapping[str, Sequence[Any]], reco
             feeder = _feeder_class(spec.name, outputs, tuples, recorder, token)
             new[id(spec)] = ComponentSpec(feeder, name=spec.name, par=1, config=spec.config)
         else:
-            new[id(spec)] = ComponentSpec(spec.component_cls, name=spec.name, par=spec.par, config=spec.config)
+            # The instance too: ``SomeBolt(...).spec()`` runs that object (its windows, lambdas).
+            new[id(spec)] = ComponentSpec(spec.component_cls, name=spec.name, par=spec.par, config=spec.config,
+                                          instance=spec.instance, outputs=spec.outputs)
     for spec in specs:
         groupings = spec.input_groupings()
         if groupings:

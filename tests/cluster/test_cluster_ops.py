@@ -36,10 +36,16 @@ CLUSTER_PORTS = 2
 CLUSTER_CONF = {"logviewer.cleanup.interval.secs": 1, "logviewer.cleanup.age.mins": 0}
 
 
+# Read at import: the autouse fixture in tests/conftest.py removes every STORMPY_* variable
+# before each test runs.
+_SCREENSHOT_DIR = os.environ.get("STORMPY_SCREENSHOT_DIR")
+
+
 def screenshot(tmp_path: Path, name: str) -> Path:
-    """Where a browser test saves its picture: STORMPY_SCREENSHOT_DIR when a human wants to look,
-    else the test's own temporary directory (a CI run leaves nothing in /tmp)."""
-    return Path(os.environ.get("STORMPY_SCREENSHOT_DIR") or tmp_path) / name
+    """Where a browser test saves its picture: STORMPY_SCREENSHOT_DIR when a human wants to look
+    (docs/_static/screenshots/ refreshes the site's pictures), else the test's own temporary
+    directory (a CI run leaves nothing in /tmp)."""
+    return Path(_SCREENSHOT_DIR or tmp_path) / name
 
 
 @pytest.fixture(scope="module")

@@ -169,3 +169,25 @@ def test_bad_inputs_are_clear_errors() -> None:
         complete_topology(WordCount, {"sentences": [FixedTuple(["x"], stream="side")]})
     with pytest.raises(TypeError, match="must be a list of values"):
         complete_topology(WordCount, {"sentences": ["just a string"]})
+
+
+class Scale(Bolt):
+    """Configured on the instance: complete_topology must run this object, not ``Scale()``."""
+
+    outputs = ["n"]
+
+    def __init__(self, factor: int = 1) -> None:
+        self.factor = factor
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup.values[0] * self.factor])
+
+
+class ScaleTopology(Topology):
+    source = TwoStreamSpout.spec()
+    scale = Scale(3).spec(inputs=[source])
+
+
+def test_a_bolt_given_as_an_instance_runs_as_that_instance() -> None:
+    result = complete_topology(ScaleTopology, {"source": [[1], [2]]}, timeout_secs=30)
+    assert sorted(result.emitted("scale")) == [[3], [6]]
