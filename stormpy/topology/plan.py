@@ -95,7 +95,7 @@ def split_tasks(tasks: list[int], parallelism: int) -> list[ExecutorRange]:
 def acker_count(conf: Mapping[str, Any]) -> int:
     ackers = conf.get(cfg.TOPOLOGY_ACKER_EXECUTORS.name)
     if ackers is None:
-        return int(cfg.read(conf, cfg.TOPOLOGY_WORKERS))
+        return max(1, int(cfg.read(conf, cfg.TOPOLOGY_WORKERS)))   # one per worker, at least one
     return int(ackers)
 
 
