@@ -7,6 +7,7 @@ they are: topologies carry their users' own keys to components as ``stormconf``.
 """
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 import re
@@ -57,6 +58,16 @@ class Key:
 
 
 KEYS: dict[str, Key] = {}
+
+
+def read(conf: Mapping[str, Any] | None, key: Key) -> Any:
+    """``conf[key]`` coerced by its declaration; a missing or null value (or no ``conf``) is the
+    declared default. Code outside this module reads keys only through this (or a ``Config``),
+    so no caller keeps a fallback of its own that could disagree with the declaration."""
+    value = conf.get(key.name) if conf is not None else None
+    if value is None:
+        return copy.copy(key.default)
+    return key.coerce(value)
 
 
 def _key(name: str, default: Any, type_: type | tuple[type, ...] | None, doc: str) -> Key:
@@ -357,8 +368,12 @@ def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
 #: ``spark.*`` is checked only under ``spark.sink.``: other spark keys go to the SparkSession builder.
 CHECKED_NAMESPACES = ("storm.", "nimbus.", "supervisor.", "worker.", "topology.", "ui.", "transactional.",
                       "spark.sink.", "spark.state.", "logviewer.", "dev.")
+#: Storm's ``topology.tasks``, read from a component's config. Declared without ``_key``: it has
+#: no topology-wide value, so it stays out of ``KEYS`` (and of every ``Config``'s defaults).
+TOPOLOGY_TASKS = Key("topology.tasks", None, int, "Tasks of a component, set in its component config; "
+                     "unset: one task per executor (its parallelism hint).")
 #: Storm keys read from component configs but without a global default.
-KNOWN_UNDECLARED = frozenset({"topology.tasks"})
+KNOWN_UNDECLARED = frozenset({TOPOLOGY_TASKS.name})
 _warned: set[str] = set()
 
 

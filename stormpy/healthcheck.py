@@ -80,7 +80,7 @@ def check(daemon: str, conf: Mapping[str, Any], host: str = "127.0.0.1") -> str:
         return f"UI accepts connections on port {port}"
     if daemon == "dev-zookeeper":
         port = int(conf[C.STORM_ZOOKEEPER_PORT.name])
-        if conf.get("storm.zookeeper.ssl.enable"):      # no plaintext four-letter words on a TLS port
+        if conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name):      # no plaintext four-letter words on a TLS port
             _connect(host, port, "ZooKeeper").close()
             return f"ZooKeeper accepts connections on port {port}"
         with _connect(host, port, "ZooKeeper") as sock:

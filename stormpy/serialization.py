@@ -20,6 +20,8 @@ from typing import Any
 
 import msgpack
 
+from stormpy import config as cfg
+
 log = logging.getLogger(__name__)
 
 # Types msgpack encodes natively; checked with ``type(v) in SCALARS`` on the hot path.
@@ -204,4 +206,4 @@ def stable_key_bytes(values: Any) -> bytes:
 
 def from_conf(conf: Mapping[str, Any]) -> Serialization:
     """The Serialization a topology's config asks for (``topology.serializers``)."""
-    return Serialization(conf.get("topology.serializers") or {})
+    return Serialization(conf.get(cfg.TOPOLOGY_SERIALIZERS.name) or {})

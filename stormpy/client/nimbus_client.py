@@ -29,7 +29,7 @@ from thriftpy2.thrift import TApplicationException, TClient
 from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
 
 from stormpy.auth import AuthError, client_handshake, read_secret
-from stormpy.config import NIMBUS_HOST, NIMBUS_LEADER_WAIT_SECS, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT
+from stormpy.config import NIMBUS_HOST, NIMBUS_LEADER_WAIT_SECS, NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, read
 from stormpy.errors import UserError
 from stormpy.thrift import storm
 from stormpy.tls import describe_error
@@ -41,14 +41,14 @@ DEFAULT_TIMEOUT_SECS = 60.0
 
 def nimbus_addresses(conf: Mapping[str, Any]) -> list[tuple[str, int]]:
     """(host, port) candidates from ``nimbus.seeds`` (or ``nimbus.host``) and ``nimbus.thrift.port``."""
-    port = int(conf.get(NIMBUS_THRIFT_PORT.name) or NIMBUS_THRIFT_PORT.default)
+    port = int(read(conf, NIMBUS_THRIFT_PORT))
     seeds = conf.get(NIMBUS_SEEDS.name)
     if conf.get(NIMBUS_HOST.name) and (not seeds or list(seeds) == NIMBUS_SEEDS.default):
         seeds = [conf.get(NIMBUS_HOST.name)]   # an old storm.yaml that only sets nimbus.host
     if isinstance(seeds, str):
         seeds = [seeds]
     addresses = []
-    for seed in seeds or NIMBUS_SEEDS.default:
+    for seed in seeds or read(None, NIMBUS_SEEDS):   # empty: the declared seeds
         host, sep, maybe_port = str(seed).rpartition(":")
         if sep and maybe_port.isdigit() and host:
             addresses.append((host, int(maybe_port)))
@@ -136,7 +136,7 @@ def find_leader(conf: Mapping[str, Any], timeout_secs: float = DEFAULT_TIMEOUT_S
     ``nimbus.leader.wait.secs``), printing one line that it waits. ``UserError`` when no seed
     answers, or still no leader then (Storm's NimbusLeaderNotFoundException)."""
     if leader_wait_secs is None:
-        leader_wait_secs = float(conf.get(NIMBUS_LEADER_WAIT_SECS.name, NIMBUS_LEADER_WAIT_SECS.default) or 0)
+        leader_wait_secs = float(read(conf, NIMBUS_LEADER_WAIT_SECS))
     deadline = time.monotonic() + max(0.0, leader_wait_secs)
     told = False
     while True:

@@ -32,6 +32,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEm
 from kazoo.handlers.threading import KazooTimeoutError
 
 from stormpy.config import (
+    read,
     STORM_ZOOKEEPER_CONNECTION_TIMEOUT,
     STORM_ZOOKEEPER_PORT,
     STORM_ZOOKEEPER_RETRY_INTERVAL,
@@ -51,8 +52,8 @@ StateListener = Callable[[str], None]
 def zookeeper_hosts(conf: Mapping[str, Any], servers: Any = None, port: Any = None) -> str:
     """``host:port,host:port`` from ``storm.zookeeper.servers`` and ``storm.zookeeper.port``
     (or the given ``servers``/``port``, e.g. Trident's ``transactional.zookeeper.*``)."""
-    port = int(port or conf.get(STORM_ZOOKEEPER_PORT.name) or STORM_ZOOKEEPER_PORT.default)
-    servers = servers or conf.get(STORM_ZOOKEEPER_SERVERS.name) or STORM_ZOOKEEPER_SERVERS.default
+    port = int(port or read(conf, STORM_ZOOKEEPER_PORT))
+    servers = servers or read(conf, STORM_ZOOKEEPER_SERVERS)
     if isinstance(servers, str):
         servers = [servers]
     return ",".join(s if ":" in str(s) else f"{s}:{port}" for s in servers)

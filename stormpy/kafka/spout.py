@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from stormpy.config import TOPOLOGY_NAME
 from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee
 from stormpy.task.component import Spout
 
@@ -104,7 +105,7 @@ class KafkaSpout(Spout):
         cfg = self.spout_config
         self.guarantee = cfg.processing_guarantee
         self.translator = cfg.record_translator
-        self.topology_id = getattr(context, "topology_id", "") or stormconf.get("topology.name", "")
+        self.topology_id = getattr(context, "topology_id", "") or stormconf.get(TOPOLOGY_NAME.name, "")
         self.commit_metadata = json.dumps({"topologyId": self.topology_id,
                                            "taskId": getattr(context, "task_id", 0)})
         self.parts: dict[TopicPart, PartitionProgress] = {}

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.kafka.bolt import FieldNameMapper, _to_bytes
 from stormpy.trident.state import State, StateFactory, StateUpdater
 
@@ -38,7 +39,7 @@ class KafkaState(State):
         self.factory = factory
         self.topic = factory.topic
         self.partition = partition
-        name = conf.get("topology.name", "topology")
+        name = conf.get(cfg.TOPOLOGY_NAME.name, "topology")
         producer_conf: dict[str, Any] = {"bootstrap.servers": factory.bootstrap_servers, "enable.idempotence": True,
                                          "acks": "all", "linger.ms": 5, "log_level": 4}
         producer_conf.update(factory.kafka_conf)

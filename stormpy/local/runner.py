@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.cluster_state.transactional import MemoryTransactionalState
 from stormpy.config import Config, warn_unknown_keys
 from stormpy.errors import UserError
@@ -148,7 +149,7 @@ class LocalTopology:
             topology_conf = {**dict(options or {}), **topology_config(topology_cls)}
             warn_unknown_keys(topology_conf, log)
             self.conf = merged_conf(conf, topology_conf, user_overrides)
-            self.conf["topology.name"] = name
+            self.conf[cfg.TOPOLOGY_NAME.name] = name
             topology = compile_topology(topology_cls, self.conf, environment=environment)
             # Validated with the conf the user wrote (topology config and overrides), as a
             # submit would send it; defaults are filled in by build_plan.
@@ -158,7 +159,7 @@ class LocalTopology:
         self.name = name
         self.topology_id = f"{name}-1-{int(time.time())}"
         self.plan = build_plan(topology, self.conf, self.topology_id, name)
-        self.reporter = LocalReporter(int(self.conf.get("topology.error.retain") or 10))
+        self.reporter = LocalReporter(int(cfg.read(self.conf, cfg.TOPOLOGY_ERROR_RETAIN)))
         self.transfer = LocalTransfer()
         # Trident coordinators keep their transaction state here; it lives as long as this
         # LocalTopology (Storm's LocalCluster uses an in-process ZooKeeper for the same).
@@ -176,7 +177,7 @@ class LocalTopology:
 
     def stop(self, drain_secs: float | None = None, reason: str = "local topology stopping") -> None:
         if drain_secs is None:
-            drain_secs = float(self.conf.get("topology.message.timeout.secs") or 30)
+            drain_secs = float(cfg.read(self.conf, cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS))
         self.runtime.stop(drain_secs, reason=reason)
 
     def totals(self) -> dict[str, int]:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.multilang.process import ShellProcess, ShellProtocolError, command_line
 from stormpy.task.component import Bolt, Spout
 from stormpy.task.tuple import Tuple
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_SECS = 1.0
 MULTILANG_ANSWER_WAIT_SECS = 0.05
-DEFAULT_SUBPROCESS_TIMEOUT_SECS = 30.0
 LOG_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
 
 
@@ -51,7 +51,7 @@ class _ShellComponent:
 
     def _start_process(self, stormconf: Mapping[str, Any], context: Any) -> None:
         name = f"{context.component_id}:{context.task_id}"
-        self.timeout_secs = float(stormconf.get("topology.subprocess.timeout.secs") or DEFAULT_SUBPROCESS_TIMEOUT_SECS)
+        self.timeout_secs = float(cfg.read(stormconf, cfg.TOPOLOGY_SUBPROCESS_TIMEOUT_SECS))
         self.shell = ShellProcess(command_line(self.command, self.script), name, self.logger)
         pid = self.shell.handshake(_json_safe(dict(stormconf)), _json_safe(dict(context)), self.timeout_secs)
         self.logger.info("multilang %s: started %r (pid %d) in %s", name, " ".join(self.shell.argv), pid,

@@ -130,7 +130,7 @@ class Nimbus:
                 base = storm.StormBase(
                     name=name, status=int(status), num_workers=int(topology_conf[cfg.TOPOLOGY_WORKERS.name]),
                     component_executors={cid: comp.parallelism for cid, comp in plan.components.items()},
-                    launch_time_secs=self.now_secs(), owner=str(topology_conf.get("topology.submitter.user") or ""))
+                    launch_time_secs=self.now_secs(), owner=str(topology_conf.get(cfg.TOPOLOGY_SUBMITTER_USER.name) or ""))
                 self.mk_assignment(topology_id, base=base)
                 self.state.set_storm_base(topology_id, base)
             except BaseException:
@@ -155,7 +155,7 @@ class Nimbus:
         must agree on (name, worker count, acker count fixed at submit so task ids never shift)."""
         conf = dict(user_conf)
         conf[cfg.TOPOLOGY_NAME.name] = name
-        workers = cfg.TOPOLOGY_WORKERS.coerce(conf.get(cfg.TOPOLOGY_WORKERS.name) or cfg.TOPOLOGY_WORKERS.default)
+        workers = cfg.read(conf, cfg.TOPOLOGY_WORKERS)
         conf[cfg.TOPOLOGY_WORKERS.name] = max(1, int(workers))
         conf[cfg.TOPOLOGY_ACKER_EXECUTORS.name] = acker_count(conf)
         # Storm's Nimbus falls back to the user it runs as when the client names no submitter
@@ -248,7 +248,7 @@ class Nimbus:
     def _check_rebalance(self, topology_id: str, base: storm.StormBase, options: storm.RebalanceOptions) -> None:
         if options.num_workers is not None and options.num_workers < 1:
             raise storm.InvalidTopologyException(msg="rebalance: the number of workers must be at least 1")
-        max_slots = int(self.conf.get(cfg.NIMBUS_SLOTS_PER_TOPOLOGY.name) or cfg.NIMBUS_SLOTS_PER_TOPOLOGY.default)
+        max_slots = int(cfg.read(self.conf, cfg.NIMBUS_SLOTS_PER_TOPOLOGY))
         if options.num_workers is not None and options.num_workers > max_slots:
             raise storm.InvalidTopologyException(
                 msg=f"rebalance: {options.num_workers} workers is above nimbus.slots.perTopology ({max_slots})")
@@ -263,8 +263,7 @@ class Nimbus:
                 raise storm.InvalidTopologyException(
                     msg=f"rebalance: component {component!r} can have 1 to {len(comp.tasks)} executors "
                         f"(its task count), not {count}")
-        max_executors = int(self.conf.get(cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.name)
-                            or cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.default)
+        max_executors = int(cfg.read(self.conf, cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY))
         overrides = dict(options.num_executors or {})
         total = sum(overrides.get(cid, comp.parallelism) for cid, comp in plan.components.items())
         if total > max_executors:

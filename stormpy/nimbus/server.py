@@ -219,9 +219,9 @@ class NimbusHandler:
             conf = json.loads(conf_json)
         except ValueError:
             return conf_json
-        if not isinstance(conf, dict) or conf.get("topology.workers") == base.num_workers:
+        if not isinstance(conf, dict) or conf.get(cfg.TOPOLOGY_WORKERS.name) == base.num_workers:
             return conf_json
-        conf["topology.workers"] = base.num_workers
+        conf[cfg.TOPOLOGY_WORKERS.name] = base.num_workers
         return json.dumps(conf)
 
     def getTopology(self, id: str) -> Any:  # noqa: A002

@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from stormpy import config as cfg
 from stormpy.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ _PARQUET_OPTIONS = {"compression"}   # writer options the Arrow path understands
 
 def _is_embedded(conf: Mapping[str, Any]) -> bool:
     """Whether the process's Spark would be the embedded local one (no cluster, no Connect)."""
-    master = conf.get("spark.master") or "local[*]"
+    master = cfg.read(conf, cfg.SPARK_MASTER)
     return not conf.get("spark.remote") and isinstance(master, str) and master.startswith("local")
 
 

@@ -27,11 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.config import ConfigError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MASTER = "local[*]"
+DEFAULT_MASTER = cfg.SPARK_MASTER.default
 # Keys that configure stormpy's sink, not Spark: never handed to the session builder.
 SINK_PREFIX = "spark.sink."
 STATE_PREFIX = "spark.state."   # stormpy.trident.SparkState's keys
@@ -72,7 +73,7 @@ def session_settings(conf: Mapping[str, Any]) -> SessionSettings:
     ``spark.remote`` or an ``sc://`` master selects Spark Connect; ``spark.app.name`` defaults
     to ``stormpy-<topology.name>`` so the Spark UI shows which topology a session serves.
     """
-    master = conf.get("spark.master") or DEFAULT_MASTER
+    master = conf.get(cfg.SPARK_MASTER.name) or DEFAULT_MASTER
     if not isinstance(master, str):
         raise ConfigError(f"config key 'spark.master' must be a string, got {master!r}")
     remote = conf.get("spark.remote")
@@ -81,7 +82,7 @@ def session_settings(conf: Mapping[str, Any]) -> SessionSettings:
     # A Spark Connect server owns its static settings (UI, progress bars): only runtime keys the
     # user gave are sent, so stormpy's defaults would just produce "cannot modify" warnings.
     options = {} if remote else dict(BUILDER_DEFAULTS)
-    name = conf.get("topology.name")
+    name = conf.get(cfg.TOPOLOGY_NAME.name)
     options["spark.app.name"] = f"stormpy-{name}" if name else "stormpy"
     for key, value in conf.items():
         if not key.startswith("spark.") or key.startswith((SINK_PREFIX, STATE_PREFIX)) or value is None:

@@ -90,8 +90,7 @@ def check_batch_timing(conf: Mapping[str, Any], batch_secs: float) -> None:
     (and be replayed) while still waiting in their batch, so the sink would write duplicates."""
     if not cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS.coerce(conf.get(cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS.name, True)):
         return
-    timeout = cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS.coerce(
-        conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS.name, cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS.default))
+    timeout = cfg.read(conf, cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS)
     if batch_secs > float(timeout):
         raise ConfigError(f"spark.sink.batch.secs ({batch_secs:g}) is larger than topology.message.timeout.secs "
                           f"({timeout}); tuples would time out before their batch is written. Lower "

@@ -29,6 +29,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.stateful.checkpoint import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from stormpy.stateful.state import KeyValueState, open_state
 from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM
@@ -49,7 +50,7 @@ class StatefulDriver(TupleDriver):
 
 def state_namespace(stormconf: Mapping[str, Any], context: Any) -> str:
     """``<topology-name>/<component>/<task>``: what a re-created task or worker finds again."""
-    name = stormconf.get("topology.name") or getattr(context, "topology_name", "") or "topology"
+    name = stormconf.get(cfg.TOPOLOGY_NAME.name) or getattr(context, "topology_name", "") or "topology"
     return f"{name}/{context.component_id}/{context.task_id}"
 
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_SPOUT_CLASS, CHECKPOINT_STREAM
 from stormpy.task.component import Spout
 from stormpy.topology.dsl import Stream
@@ -65,7 +66,7 @@ class CheckpointSpout(Spout):
     timer_interval_secs = 0.02
 
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
-        self.interval_secs = int(stormconf.get("topology.state.checkpoint.interval.ms") or 1000) / 1000.0
+        self.interval_secs = int(cfg.read(stormconf, cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS)) / 1000.0
         self.store = context.transactional_state
         self.path = f"checkpoint/{context.component_id}"
         saved = self.store.get(self.path) if self.store is not None else None
@@ -137,7 +138,7 @@ def add_checkpointing(spouts: dict[str, Any], bolts: dict[str, Any], stateful: l
     from stormpy.thrift import storm
     from stormpy.topology.dsl import Grouping
 
-    ackers = (conf or {}).get("topology.acker.executors")
+    ackers = (conf or {}).get(cfg.TOPOLOGY_ACKER_EXECUTORS.name)
     if ackers is not None and int(ackers) == 0:
         raise storm.InvalidTopologyException(
             msg=f"stateful bolts ({', '.join(stateful)}) need acking: topology.acker.executors must not be 0")

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.extras import import_module
 
 log = logging.getLogger(__name__)
@@ -329,14 +330,14 @@ class KeyValueState:
 
 def open_state(conf: Mapping[str, Any], namespace: str) -> KeyValueState:
     """The KeyValueState of ``namespace`` from ``topology.state.provider`` (+ ``.config``)."""
-    provider = str(conf.get("topology.state.provider") or "sqlite")
-    settings = conf.get("topology.state.provider.config") or {}
+    provider = str(cfg.read(conf, cfg.TOPOLOGY_STATE_PROVIDER))
+    settings = conf.get(cfg.TOPOLOGY_STATE_PROVIDER_CONFIG.name) or {}
     if not isinstance(settings, Mapping):
         raise ValueError(f"topology.state.provider.config must be a dict, got {settings!r}")
     if provider == "memory":
         return KeyValueState(MemoryStore(namespace))
     if provider == "sqlite":
-        path = settings.get("path") or os.path.join(str(conf.get("storm.local.dir") or "storm-local"),
+        path = settings.get("path") or os.path.join(str(cfg.read(conf, cfg.STORM_LOCAL_DIR)),
                                                     "state", "kv_state.db")
         return KeyValueState(SqliteStore(path, namespace))
     if provider == "redis":

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -58,9 +59,9 @@ class Project:
         if sep and not port.isdigit():
             raise UserError(f"{self.root / 'config.json'}: envs.{self.env_name}.nimbus must be host[:port], "
                             f"got {nimbus!r}")
-        result: dict[str, Any] = {"nimbus.seeds": [host]}
+        result: dict[str, Any] = {cfg.NIMBUS_SEEDS.name: [host]}
         if port:
-            result["nimbus.thrift.port"] = int(port)
+            result[cfg.NIMBUS_THRIFT_PORT.name] = int(port)
         return result
 
 

@@ -171,7 +171,7 @@ class Syncer:
         self.state = state
         self.supervisor_id = supervisor_id
         self.ports = sorted(int(p) for p in ports)
-        self.local_dir = conf["storm.local.dir"]
+        self.local_dir = conf[C.STORM_LOCAL_DIR.name]
         self.lstate = lstate
         self.connect_nimbus = connect_nimbus
         self.open_nimbus = open_nimbus

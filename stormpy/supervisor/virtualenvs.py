@@ -107,7 +107,7 @@ class Virtualenvs:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         self.conf = conf
         self.root = virtualenvs_root(conf[C.STORM_LOCAL_DIR.name])
-        self.timeout_secs = float(conf.get(C.SUPERVISOR_PIP_TIMEOUT_SECS.name) or C.SUPERVISOR_PIP_TIMEOUT_SECS.default)
+        self.timeout_secs = float(C.read(conf, C.SUPERVISOR_PIP_TIMEOUT_SECS))
         # code dir -> key: a topology's unpacked code never changes, and hashing its wheels on
         # every slot step would read them again and again (dict get/set: safe across threads)
         self._keys: dict[str, str | None] = {}

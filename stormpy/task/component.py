@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.task.drivers import BatchingDriver, Driver, TupleDriver
 from stormpy.task.tuple import Tuple
 
@@ -115,10 +116,10 @@ class Component:
         self._stormpy_context = context
         self.storm_conf = stormconf
         self.context = context
-        self.topology_name = stormconf.get("topology.name", "")
+        self.topology_name = stormconf.get(cfg.TOPOLOGY_NAME.name, "")
         self.task_id = context.task_id
         self.component_name = context.component_id
-        self.debug = bool(stormconf.get("topology.debug", False))
+        self.debug = bool(stormconf.get(cfg.TOPOLOGY_DEBUG.name, False))
         self.pid = os.getpid()
 
     # ------------------------------------------------------------ user hooks

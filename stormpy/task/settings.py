@@ -23,12 +23,6 @@ _HIGH_WATERMARK = 0.9
 _LOW_WATERMARK = 0.5
 
 
-def setting(conf: Mapping[str, Any], key: cfg.Key) -> Any:
-    """``conf[key]`` coerced by its declaration; None or missing -> the declared default."""
-    value = conf.get(key.name)
-    return key.default if value is None else key.coerce(value)
-
-
 @dataclass(frozen=True)
 class ExecutorSettings:
     """What an executor needs from its component's config, typed and with units in the names."""
@@ -51,22 +45,22 @@ class ExecutorSettings:
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any]) -> "ExecutorSettings":
         """Read every setting through its declared Key (raises ConfigError on a bad value)."""
-        buffer = max(1, int(setting(conf, cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE)))
-        rate = float(setting(conf, cfg.TOPOLOGY_STATS_SAMPLE_RATE))
-        tick = setting(conf, cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
+        buffer = max(1, int(cfg.read(conf, cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE)))
+        rate = float(cfg.read(conf, cfg.TOPOLOGY_STATS_SAMPLE_RATE))
+        tick = cfg.read(conf, cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
         return cls(
-            transfer_batch_size=max(1, int(setting(conf, cfg.TOPOLOGY_TRANSFER_BATCH_SIZE))),
-            flush_interval_secs=max(0.0, setting(conf, cfg.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS) / 1000.0),
+            transfer_batch_size=max(1, int(cfg.read(conf, cfg.TOPOLOGY_TRANSFER_BATCH_SIZE))),
+            flush_interval_secs=max(0.0, cfg.read(conf, cfg.TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS) / 1000.0),
             receive_buffer_size=buffer,
             high_watermark=max(1, int(buffer * _HIGH_WATERMARK)),
             low_watermark=max(0, int(buffer * _LOW_WATERMARK)),
-            restart_backoff_secs=max(0.0, float(setting(conf, cfg.TOPOLOGY_TASK_RESTART_BACKOFF_SECS))),
+            restart_backoff_secs=max(0.0, float(cfg.read(conf, cfg.TOPOLOGY_TASK_RESTART_BACKOFF_SECS))),
             sample_every=max(1, int(round(1.0 / rate))) if rate > 0 else 1 << 30,
-            debug=bool(setting(conf, cfg.TOPOLOGY_DEBUG)),
+            debug=bool(cfg.read(conf, cfg.TOPOLOGY_DEBUG)),
             tick_freq_secs=float(tick) if tick else None,
-            max_spout_pending=max(0, int(setting(conf, cfg.TOPOLOGY_MAX_SPOUT_PENDING) or 0)),
-            spout_wait_secs=max(0.0001, setting(conf, cfg.TOPOLOGY_SLEEP_SPOUT_WAIT_MS) / 1000.0),
-            message_timeout_secs=max(0.001, float(setting(conf, cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS))),
-            message_timeouts_enabled=bool(setting(conf, cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS)),
-            backpressure_enabled=bool(setting(conf, cfg.TOPOLOGY_BACKPRESSURE_ENABLE)),
+            max_spout_pending=max(0, int(cfg.read(conf, cfg.TOPOLOGY_MAX_SPOUT_PENDING) or 0)),
+            spout_wait_secs=max(0.0001, cfg.read(conf, cfg.TOPOLOGY_SLEEP_SPOUT_WAIT_MS) / 1000.0),
+            message_timeout_secs=max(0.001, float(cfg.read(conf, cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS))),
+            message_timeouts_enabled=bool(cfg.read(conf, cfg.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS)),
+            backpressure_enabled=bool(cfg.read(conf, cfg.TOPOLOGY_BACKPRESSURE_ENABLE)),
         )

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.task.component import Bolt, Spout
 from stormpy.testing.processes import WaitTimeout, wait_until
 from stormpy.topology.dsl import DEFAULT_STREAM, ComponentSpec, Grouping, Topology, normalize_outputs
@@ -208,9 +209,10 @@ def complete_topology(topology: type[Topology], inputs: Mapping[str, Sequence[An
     rebuilt, spouts = _rebuild(topology, inputs, recorder, token)
     expected = {s: len(inputs.get(s, ())) for s in spouts}
     overrides = dict(conf or {})
-    ackers = overrides.get("topology.acker.executors", topology.config.get("topology.acker.executors"))
+    ackers_key = cfg.TOPOLOGY_ACKER_EXECUTORS.name
+    ackers = overrides.get(ackers_key, topology.config.get(ackers_key))
     if ackers is not None and int(ackers) < 1:   # None means one per worker: one here
-        overrides["topology.acker.executors"] = 1
+        overrides[ackers_key] = 1
     local = LocalTopology(rebuilt, _ident(topology.__name__) or "topology", user_overrides=overrides)
     local.start()
     try:

@@ -93,9 +93,9 @@ def split_tasks(tasks: list[int], parallelism: int) -> list[ExecutorRange]:
 
 
 def acker_count(conf: Mapping[str, Any]) -> int:
-    ackers = conf.get("topology.acker.executors")
+    ackers = conf.get(cfg.TOPOLOGY_ACKER_EXECUTORS.name)
     if ackers is None:
-        return int(conf.get("topology.workers") or 1)
+        return max(1, int(cfg.read(conf, cfg.TOPOLOGY_WORKERS)))   # one per worker, at least one
     return int(ackers)
 
 
@@ -120,7 +120,7 @@ def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: s
         comp_conf = parse_json_conf(common.json_conf, f"config of component {cid!r}")
         obj = spec.spout_object if kind == "spout" else spec.bolt_object
         par = int(common.parallelism_hint or 1)
-        num_tasks = int(comp_conf.get("topology.tasks") or par)
+        num_tasks = int(comp_conf.get(cfg.TOPOLOGY_TASKS.name) or par)
         class_name, serialized = component_code(obj, kind)
         plans[cid] = ComponentPlan(
             id=cid, kind=kind, class_name=class_name, tasks=[],
@@ -165,4 +165,4 @@ def load_plan(topology_bytes: bytes, conf_json: str, topology_id: str,
 
     topology = deserialize(storm.StormTopology, topology_bytes)
     conf = json.loads(conf_json)
-    return build_plan(topology, conf, topology_id, conf.get("topology.name") or topology_id, component_executors)
+    return build_plan(topology, conf, topology_id, conf.get(cfg.TOPOLOGY_NAME.name) or topology_id, component_executors)

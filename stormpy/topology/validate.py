@@ -85,10 +85,10 @@ def check_topology_limits(topology: Any, json_conf: str | None, conf: Mapping[st
     and each component's JSON config. Without them a huge topology held Nimbus's lock while
     ZooKeeper refused its assignment (jute.maxbuffer).
     """
-    max_bytes = int(conf.get(cfg.NIMBUS_TOPOLOGY_CONF_MAX_BYTES.name) or cfg.NIMBUS_TOPOLOGY_CONF_MAX_BYTES.default)
-    max_depth = int(conf.get(cfg.NIMBUS_TOPOLOGY_CONF_MAX_DEPTH.name) or cfg.NIMBUS_TOPOLOGY_CONF_MAX_DEPTH.default)
-    max_executors = int(conf.get(cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.name) or cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY.default)
-    max_slots = int(conf.get(cfg.NIMBUS_SLOTS_PER_TOPOLOGY.name) or cfg.NIMBUS_SLOTS_PER_TOPOLOGY.default)
+    max_bytes = int(cfg.read(conf, cfg.NIMBUS_TOPOLOGY_CONF_MAX_BYTES))
+    max_depth = int(cfg.read(conf, cfg.NIMBUS_TOPOLOGY_CONF_MAX_DEPTH))
+    max_executors = int(cfg.read(conf, cfg.NIMBUS_EXECUTORS_PER_TOPOLOGY))
+    max_slots = int(cfg.read(conf, cfg.NIMBUS_SLOTS_PER_TOPOLOGY))
     check_conf_limits(json_conf, "topology config", max_bytes, max_depth)
     if topology is None:
         return
@@ -99,7 +99,7 @@ def check_topology_limits(topology: Any, json_conf: str | None, conf: Mapping[st
             continue
         check_conf_limits(common.json_conf, f"config of component {cid!r}", max_bytes, max_depth)
         par = common.parallelism_hint or 1
-        comp_tasks = parse_json_conf(common.json_conf, f"config of component {cid!r}").get("topology.tasks")
+        comp_tasks = parse_json_conf(common.json_conf, f"config of component {cid!r}").get(cfg.TOPOLOGY_TASKS.name)
         executors += max(1, int(par)) if isinstance(par, int) else 1
         tasks += comp_tasks if isinstance(comp_tasks, int) and comp_tasks > 0 else max(1, int(par or 1))
     if executors > max_executors:
@@ -169,7 +169,7 @@ def _check_component(cid: str, kind: str, spec: Any) -> None:
     if par is None or par < 1:
         raise invalid(f"component {cid!r} has parallelism {par}; it must be at least 1")
     comp_conf = parse_json_conf(common.json_conf, f"config of component {cid!r}")
-    tasks = comp_conf.get("topology.tasks")
+    tasks = comp_conf.get(cfg.TOPOLOGY_TASKS.name)
     if tasks is not None and (not isinstance(tasks, int) or tasks < 1):
         raise invalid(f"component {cid!r} has topology.tasks {tasks!r}; it must be a positive integer")
     if kind == "spout" and common.inputs:
@@ -222,20 +222,19 @@ def _check_conf(conf: Mapping[str, Any], comps: dict[str, tuple[str, Any]]) -> N
                 key.coerce(value)
             except ConfigError as exc:
                 raise invalid(str(exc)) from None
-    timeout = cfg.KEYS["topology.message.timeout.secs"].coerce(
-        conf.get("topology.message.timeout.secs", cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS.default))
+    timeout = cfg.read(conf, cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS)
     # Only where a user set the key: a conf with defaults filled in carries the Spark default
     # for every component, and most components are not Spark sinks.
     default_secs = cfg.SPARK_SINK_BATCH_SECS.default
-    topology_secs = conf.get("spark.sink.batch.secs")
+    topology_secs = conf.get(cfg.SPARK_SINK_BATCH_SECS.name)
     if topology_secs == default_secs:
         topology_secs = None
     for cid, (_kind, spec) in comps.items():
         comp_conf = parse_json_conf(spec.common.json_conf, f"config of component {cid!r}")
-        window_problem = check_window_conf(comp_conf, timeout, conf.get("topology.max.spout.pending"))
+        window_problem = check_window_conf(comp_conf, timeout, conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING.name))
         if window_problem:
             raise invalid(f"component {cid!r}: {window_problem}")
-        batch_secs = comp_conf.get("spark.sink.batch.secs", topology_secs)
+        batch_secs = comp_conf.get(cfg.SPARK_SINK_BATCH_SECS.name, topology_secs)
         if batch_secs is not None and float(batch_secs) > float(timeout):
             raise invalid(f"component {cid!r}: spark.sink.batch.secs ({batch_secs}) is larger than "
                           f"topology.message.timeout.secs ({timeout}); its tuples would time out before "

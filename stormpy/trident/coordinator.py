@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.task.component import Spout
 from stormpy.topology.dsl import Stream
 from stormpy.trident import txstate
@@ -175,9 +176,8 @@ class MasterBatchCoordinator(Spout):
         else:
             current = self.txstate.get(txstate.COORDINATOR_CURRENT_TX, 1)
         attempts = self.txstate.get(txstate.COORDINATOR_ATTEMPTS, {}) or {}
-        max_pending = stormconf.get("topology.max.spout.pending") or 1
-        interval_ms = stormconf.get("topology.trident.batch.emit.interval.millis")
-        interval_ms = 500 if interval_ms is None else interval_ms
+        max_pending = stormconf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING.name) or 1
+        interval_ms = cfg.read(stormconf, cfg.TOPOLOGY_TRIDENT_BATCH_EMIT_INTERVAL_MILLIS)
         self.machine = CoordinatorMachine(current, attempts, int(max_pending), float(interval_ms) / 1000.0)
         self.machine.set_running(False)  # activate() starts it
         # A fresh topology (txid 1, nothing stored) is not news; resuming a stored txid is.

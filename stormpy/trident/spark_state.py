@@ -46,15 +46,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.extras import require
 from stormpy.trident.state import State, StateFactory, StateUpdater
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("parquet", "json", "csv", "orc")
-DIE_AFTER_WRITE_KEY = "spark.state.test.die.after.write"
-MAX_INFLIGHT_KEY = "spark.sink.max.inflight.batches"
-MAX_PER_WRITE_KEY = "spark.state.max.batches.per.write"
+DIE_AFTER_WRITE_KEY = cfg.SPARK_STATE_TEST_DIE_AFTER_WRITE.name
+MAX_INFLIGHT_KEY = cfg.SPARK_SINK_MAX_INFLIGHT_BATCHES.name
+MAX_PER_WRITE_KEY = cfg.SPARK_STATE_MAX_BATCHES_PER_WRITE.name
 TXID_COLUMN = "stormpy_txid"   # splits a commit group's staging directory; never published
 _WAIT_LOG_SECS = 30.0
 
@@ -160,7 +161,7 @@ class SparkBatchState(State):
         self.factory = factory
         self.conf = conf
         self.partition = partition
-        self.namespace = factory.namespace or str(conf.get("topology.name") or "trident")
+        self.namespace = factory.namespace or str(conf.get(cfg.TOPOLOGY_NAME.name) or "trident")
         inflight = factory.max_inflight if factory.max_inflight is not None else conf.get(MAX_INFLIGHT_KEY)
         self.max_inflight = 2 if inflight is None else int(inflight)
         per_write = conf.get(MAX_PER_WRITE_KEY)

@@ -53,6 +53,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from stormpy import config as cfg
+
 log = logging.getLogger(__name__)
 
 TRANSACTIONAL = "transactional"
@@ -548,7 +550,7 @@ class MapStateFactory(StateFactory):
         backing = self.make_backing(conf, context, partition_index, num_partitions)
         fence = None
         if self.kind != NON_TRANSACTIONAL and supports_fencing(backing):
-            topology = str((conf or {}).get("topology.name") or "")
+            topology = str((conf or {}).get(cfg.TOPOLOGY_NAME.name) or "")
             fence = Fence(backing, partition_index, num_partitions, topology, repr(self.make_backing))
         if self.kind == OPAQUE:
             log_partition = (partition_index, num_partitions) if getattr(backing, "commit_log", False) else None

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.thrift import storm
 from stormpy.trident import operations as ops
 from stormpy.trident.graph import Graph, Group, Node, commit_phase_nodes
@@ -136,7 +137,7 @@ def validate_graph(graph: Graph, conf: Mapping[str, Any] | None = None) -> None:
             if name.startswith("$") and user_fields != ("$partial",):
                 raise invalid(f"stream {node.stream!r}: field name {name!r} is reserved (names starting with '$')")
     conf = conf or {}
-    if conf.get("topology.acker.executors") == 0:
+    if conf.get(cfg.TOPOLOGY_ACKER_EXECUTORS.name) == 0:
         raise invalid("trident topologies need ackers: topology.acker.executors must not be 0")
 
 

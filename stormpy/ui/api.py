@@ -12,7 +12,7 @@ import json
 import logging
 from typing import Any
 
-from stormpy.config import TOPOLOGY_MESSAGE_TIMEOUT_SECS
+from stormpy.config import TOPOLOGY_MESSAGE_TIMEOUT_SECS, read
 from stormpy.streams import SYSTEM_COMPONENT, is_framework_id, is_system_id
 from stormpy.thrift import storm
 from stormpy.ui.stats import (ALL_TIME, WINDOWS, aggregate, bolt_stats, components,
@@ -215,7 +215,7 @@ def topology_page(info: Any, topology: Any | None, conf_json: str | None, window
         "executorsTotal": len(executors) or sum(c.num_executors for c in comps.values()),
         "workersTotal": len({(ex.host, ex.port) for ex in executors}),
         # The stored conf holds only what the topology set; the rest is the cluster default.
-        "msgTimeout": conf.get(TOPOLOGY_MESSAGE_TIMEOUT_SECS.name, TOPOLOGY_MESSAGE_TIMEOUT_SECS.default),
+        "msgTimeout": read(conf, TOPOLOGY_MESSAGE_TIMEOUT_SECS),
         "window": window,
         "windowHint": window_hint(window),
         "topologyStats": topology_stats,

@@ -35,8 +35,8 @@ from stormpy.auth import HttpLogins, http_login_required
 from stormpy import tls
 from stormpy.nimbus import authz
 from stormpy.tls import TLSServerMixin, https_context, peer_principal
-from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, UI_HOST, UI_PORT,
-                            UI_TIMESERIES_SAMPLE_SECS, Config, redacted)
+from stormpy.config import (NIMBUS_SEEDS, NIMBUS_THRIFT_PORT, STORM_LOCAL_DIR, STORM_LOG_DIR, TOPOLOGY_SUBMITTER_USER,
+                            UI_HOST, UI_PORT, UI_TIMESERIES_SAMPLE_SECS, Config, redacted)
 from stormpy.daemon_guard import local_dir_lock, warn_if_open
 from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
@@ -386,7 +386,7 @@ class UIApp:
         if not self._policy.enforce:
             return True
         conf = api.parse_conf(conf_json)
-        acl = authz.TopologyAcl.from_conf(str(conf.get("topology.submitter.user") or ""), conf)
+        acl = authz.TopologyAcl.from_conf(str(conf.get(TOPOLOGY_SUBMITTER_USER.name) or ""), conf)
         return self._policy.may_operate(authz.Caller(self._login_user(headers)), acl)
 
     def _act(self, req: Request, operation: str, call: Callable[[Any, str], None]) -> dict[str, Any]:

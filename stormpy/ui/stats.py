@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from stormpy.config import TOPOLOGY_TASKS
 from stormpy.streams import is_system_id
 
 ALL_TIME = ":all-time"
@@ -214,7 +215,7 @@ def _declared_tasks(common: Any) -> int:
         conf = json.loads(common.json_conf)
     except ValueError:
         return hint
-    tasks = conf.get("topology.tasks") if isinstance(conf, dict) else None
+    tasks = conf.get(TOPOLOGY_TASKS.name) if isinstance(conf, dict) else None
     return tasks if isinstance(tasks, int) and tasks > 0 else hint
 
 

@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from stormpy import config as cfg
 from stormpy.task.component import Bolt
 from stormpy.task.drivers import Driver, TupleDriver
 from stormpy.task.tuple import Tuple
@@ -198,8 +199,8 @@ class WindowedBolt(Bolt):
         if spec is None:
             raise ValueError(f"windowed bolt {type(self).__name__} declared no window: call "
                              "with_window(...) or with_tumbling_window(...) in the class, on the instance or in initialize")
-        problem = w.validate_timeout(spec, float(conf.get("topology.message.timeout.secs") or 30),
-                                     conf.get("topology.max.spout.pending"))
+        problem = w.validate_timeout(spec, float(cfg.read(conf, cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS)),
+                                     conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING.name))
         if problem:
             raise ValueError(problem)
         if spec.late_stream is not None and spec.late_stream not in self._declared_streams():

@@ -125,9 +125,7 @@ class Worker:
         self.reporter = ErrorReporter(self._write_error, self.host, self.port, guard=self.guard).start()
         self.transfer = ZmqTransfer(self.host, self.port, bind_host=C.local_bind_host(self.conf, "*"),
                                     report_error=self._transfer_error,
-                                    max_message_bytes=int(self.plan.conf.get(
-                                        C.STORM_MESSAGING_MAX_MESSAGE_BYTES.name)
-                                        or C.STORM_MESSAGING_MAX_MESSAGE_BYTES.default),
+                                    max_message_bytes=int(C.read(self.plan.conf, C.STORM_MESSAGING_MAX_MESSAGE_BYTES)),
                                     curve=self._curve_keys(), guard=self.guard,
                                     acker_tasks=list(self.plan.acker_tasks),
                                     control_token=self._control_token(),
