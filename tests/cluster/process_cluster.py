@@ -111,9 +111,25 @@ class ProcessCluster:
         for i in range(self.num_supervisors):
             self.add_supervisor(i)
         self.ui = self.daemon("ui", self.conf, "ui").start()
-        wait_until(lambda: len(self.supervisor_summaries()) >= self.num_supervisors, 60,
+        wait_until(lambda: self._restart_refused_supervisors() and
+                   len(self.supervisor_summaries()) >= self.num_supervisors, 60,
                    f"{self.num_supervisors} supervisors registered with Nimbus")
         return self
+
+    def _restart_refused_supervisors(self) -> bool:
+        """A supervisor that exited at start (a port free_port chose was taken meanwhile by some
+        other connection's ephemeral port) starts again on new ports, at most twice each."""
+        for index, proc in enumerate(self.supervisors):
+            if proc.is_alive() or proc.returncode is None:
+                continue
+            retries = getattr(proc, "port_retries", 0)
+            if retries >= 2:
+                continue
+            fresh = self.daemon("supervisor", self.supervisor_conf(index), f"supervisor-{index}-retry{retries + 1}")
+            fresh.port_retries = retries + 1   # type: ignore[attr-defined]
+            self.supervisors[index] = fresh
+            fresh.start()
+        return True
 
     def daemon(self, service: str, conf: dict[str, Any], name: str) -> DaemonProcess:
         proc = DaemonProcess(DAEMON_COMMANDS[service], conf, self.log_dir, name=name, cwd=str(self.base))
