@@ -89,14 +89,10 @@ class KafkaSpout(Spout):
     # spec() of an instance carries its outputs (the translator's fields)
     @property
     def spec(self) -> Any:  # type: ignore[override]
-        from stormpy.topology.dsl import ComponentSpec
+        """Declare this spout (with its KafkaSpoutConfig) in a Topology class."""
+        from stormpy.topology.dsl import instance_spec
 
-        def spec(name: str | None = None, inputs: Any = None, par: Any = None,
-                 config: Mapping[str, Any] | None = None) -> Any:
-            """Declare this spout (with its KafkaSpoutConfig) in a Topology class."""
-            return ComponentSpec(type(self), name=name, inputs=inputs, par=par, config=config,
-                                 instance=self, outputs=self.outputs)
-        return spec
+        return instance_spec(self)
 
     # ------------------------------------------------------------ lifecycle
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:

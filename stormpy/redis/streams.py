@@ -81,14 +81,10 @@ class RedisStreamSpout(Spout):
 
     @property
     def spec(self) -> Any:  # type: ignore[override]
-        from stormpy.topology.dsl import ComponentSpec
+        """Declare this spout in a Topology class (its outputs are the translator's fields)."""
+        from stormpy.topology.dsl import instance_spec
 
-        def spec(name: str | None = None, inputs: Any = None, par: Any = None,
-                 config: Mapping[str, Any] | None = None) -> Any:
-            """Declare this spout in a Topology class (its outputs are the translator's fields)."""
-            return ComponentSpec(type(self), name=name, inputs=inputs, par=par, config=config,
-                                 instance=self, outputs=self.outputs)
-        return spec
+        return instance_spec(self)
 
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
         import redis

@@ -454,3 +454,14 @@ class Topology(metaclass=TopologyType):
         from stormpy.topology.flux import to_flux_dict
 
         return to_flux_dict(cls, name)
+
+
+def instance_spec(component: Any) -> Any:
+    """The ``spec`` of a component declared by instance whose outputs come from its settings (a
+    connector spout's translator or reader): ``ComponentSpec`` reads a class's ``outputs``, so
+    the instance's own are passed along."""
+    def spec(name: str | None = None, inputs: Any = None, par: Any = None,
+             config: Mapping[str, Any] | None = None) -> Any:
+        return ComponentSpec(type(component), name=name, inputs=inputs, par=par, config=config,
+                             instance=component, outputs=component.outputs)
+    return spec
