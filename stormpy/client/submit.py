@@ -131,7 +131,7 @@ def topology_conf(topology_cls: type, topology_file: Path, workers: int | None,
                   user_overrides: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """streamparse env options <- Topology.config <- --workers <- -c overrides, plus the module
     name workers import."""
-    from stormpy.topology.compile import topology_config
+    from stormpy.api.compile import topology_config
 
     conf = {**dict(options or {}), **topology_config(topology_cls)}
     cfg.warn_unknown_keys(conf, log)       # the topology's own config; -c keys were checked by the CLI
@@ -154,8 +154,8 @@ def prepare(path: str, name: str | None, workers: int | None, user_overrides: Ma
             project: Any = None, environment: str | None = None) -> tuple[str, Any, dict[str, Any]]:
     """Load, compile and validate the topology locally: (name, StormTopology, conf)."""
     from stormpy.streamparse_compat.project import add_src_to_path
-    from stormpy.topology.compile import compile_topology
-    from stormpy.topology.loader import load_topology_file
+    from stormpy.api.compile import compile_topology
+    from stormpy.api.loader import load_topology_file
     from stormpy.topology.validate import validate_topology, validate_topology_name
 
     topology_file = Path(path)

@@ -140,7 +140,7 @@ class LocalTopology:
         """``environment`` picks streamparse ``par`` dict entries; ``options`` (a streamparse
         environment's) sit below the Topology's own config."""
         from stormpy.thrift import storm
-        from stormpy.topology.compile import compile_topology, topology_config
+        from stormpy.api.compile import compile_topology, topology_config
         from stormpy.topology.plan import build_plan
         from stormpy.topology.validate import validate_topology, validate_topology_name
 
@@ -225,7 +225,7 @@ def run_local(topology_file: str, name: str | None = None, duration: float = 0, 
     In a streamparse project (``config.json``/``topologies``/``src``) ``src/`` goes on the path
     and ``environment`` (or config.json's only one) picks ``par`` dicts and ``options``."""
     from stormpy.streamparse_compat.project import add_src_to_path, load_project
-    from stormpy.topology.loader import load_topology_file
+    from stormpy.api.loader import load_topology_file
 
     project = load_project(topology_file, environment)
     add_src_to_path(project)

@@ -28,8 +28,8 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.multilang.process import ShellProcess, ShellProtocolError, command_line
-from stormpy.task.component import Bolt, Spout
-from stormpy.task.tuple import Tuple
+from stormpy.api.component import Bolt, Spout
+from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
 

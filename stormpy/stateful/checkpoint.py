@@ -24,8 +24,8 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_SPOUT_CLASS, CHECKPOINT_STREAM
-from stormpy.task.component import Spout
-from stormpy.topology.dsl import Stream
+from stormpy.api.component import Spout
+from stormpy.api.dsl import Stream
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def add_checkpointing(spouts: dict[str, Any], bolts: dict[str, Any], stateful: l
     if not stateful:
         return
     from stormpy.thrift import storm
-    from stormpy.topology.dsl import Grouping
+    from stormpy.api.dsl import Grouping
 
     ackers = (conf or {}).get(cfg.TOPOLOGY_ACKER_EXECUTORS.name)
     if ackers is not None and int(ackers) == 0:

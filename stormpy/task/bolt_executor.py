@@ -18,7 +18,7 @@ from typing import Any
 from stormpy.streams import ACK_ACK, ACK_FAIL, SYSTEM_COMPONENT, TICK
 from stormpy.task.emit import bolt_place, make_emit
 from stormpy.task.executor import Executor, TaskBase
-from stormpy.task.tuple import Tuple, values_class
+from stormpy.api.tuple import Tuple, values_class
 
 log = logging.getLogger(__name__)
 

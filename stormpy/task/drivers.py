@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from stormpy.task.tuple import ReceivedTuple
+from stormpy.api.tuple import ReceivedTuple
 
 log = logging.getLogger(__name__)
 

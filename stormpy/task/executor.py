@@ -29,7 +29,7 @@ from queue import SimpleQueue
 from typing import Any
 
 from stormpy.serialization import from_conf
-from stormpy.task.component import Component
+from stormpy.api.component import Component
 from stormpy.task.context import TopologyContext
 from stormpy.task.emit import Outbox
 from stormpy.task.grouping import build_routes
@@ -43,7 +43,7 @@ _MAX_BACKOFF_SECS = 30.0
 
 def load_component_class(class_name: str) -> type[Component]:
     """Import ``module:Class`` (the way compile_topology names user code)."""
-    from stormpy.topology.compile import resolve_class
+    from stormpy.api.compile import resolve_class
 
     cls = resolve_class(class_name)  # classes compiled in this process first, else import
     if not isinstance(cls, type):

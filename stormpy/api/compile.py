@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy.thrift import storm
-from stormpy.topology.dsl import ComponentSpec, Topology, normalize_outputs, resolve_par
+from stormpy.api.dsl import ComponentSpec, Topology, normalize_outputs, resolve_par
 
 _CLASSES: dict[str, type] = {}
 
@@ -55,7 +55,7 @@ def component_kind(cls: type) -> str:
 
 def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = None, strict: bool = True) -> Any:
     if spec.shell is None and spec.java is None:
-        from stormpy.task.component import read_only_assignments
+        from stormpy.api.component import read_only_assignments
 
         clashes = read_only_assignments(spec.component_cls)
         if clashes:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from stormpy.errors import TopologyFileError
 from stormpy.extras import MissingExtra, for_missing_module
-from stormpy.topology.dsl import Topology
+from stormpy.api.dsl import Topology
 
 log = logging.getLogger(__name__)
 

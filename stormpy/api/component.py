@@ -30,7 +30,7 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.task.drivers import BatchingDriver, Driver, TupleDriver
-from stormpy.task.tuple import Tuple
+from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class _SpecMethod:
                  config: Mapping[str, Any] | None = None) -> Any:
             """Declare this component in a Topology class (streamparse's ``Component.spec``);
             ``par``/``config`` default to the class attributes of the same names."""
-            from stormpy.topology.dsl import ComponentSpec
+            from stormpy.api.dsl import ComponentSpec
 
             return ComponentSpec(cls, name=name, inputs=inputs, par=par, config=config, instance=obj)
 
