@@ -34,9 +34,6 @@ def resolve_class(name: str) -> type:
     cls = _CLASSES.get(name)
     if cls is not None:
         return cls
-    from stormpy.streamparse_compat import install_aliases
-
-    install_aliases()   # user modules may `import streamparse` / `pystorm`
     module_name, _, qualname = name.partition(":")
     obj: Any = importlib.import_module(module_name)
     for part in qualname.split("."):
