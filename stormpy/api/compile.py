@@ -15,8 +15,11 @@ import cloudpickle
 from collections.abc import Mapping
 from typing import Any
 
+from stormpy import config as cfg
+from stormpy.api.component import read_only_assignments
+from stormpy.api.dsl import ComponentSpec, Grouping, Topology, normalize_outputs, resolve_par
+from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_SPOUT_CLASS, CHECKPOINT_STREAM
 from stormpy.thrift import storm
-from stormpy.api.dsl import ComponentSpec, Topology, normalize_outputs, resolve_par
 
 _CLASSES: dict[str, type] = {}
 
@@ -52,8 +55,6 @@ def component_kind(cls: type) -> str:
 
 def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = None, strict: bool = True) -> Any:
     if spec.shell is None and spec.java is None:
-        from stormpy.api.component import read_only_assignments
-
         clashes = read_only_assignments(spec.component_cls)
         if clashes:
             raise invalid(f"component {spec.name!r}: {clashes[0]}")
@@ -165,10 +166,29 @@ def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | Non
             bolts[spec.name] = storm.Bolt(bolt_object=obj, common=common)
     stateful = [spec.name for spec in specs if spec.name in bolts and getattr(spec.component_cls, "is_stateful", False)]
     if stateful:
-        from stormpy.stateful.checkpoint import add_checkpointing
-
         add_checkpointing(spouts, bolts, stateful, conf)
     return storm.StormTopology(spouts=spouts, bolts=bolts, state_spouts={})
+
+
+def add_checkpointing(spouts: dict[str, Any], bolts: dict[str, Any], stateful: list[str],
+                      conf: Mapping[str, Any] | None) -> None:
+    """Compile-time wiring of stateful bolts (``stormpy.stateful.checkpoint``): the checkpoint
+    spout, named by its class, and every stateful bolt subscribed to it."""
+    if not stateful:
+        return
+    ackers = (conf or {}).get(cfg.TOPOLOGY_ACKER_EXECUTORS.name)
+    if ackers is not None and int(ackers) == 0:
+        raise storm.InvalidTopologyException(
+            msg=f"stateful bolts ({', '.join(stateful)}) need acking: topology.acker.executors must not be 0")
+    spouts[CHECKPOINT_COMPONENT] = storm.SpoutSpec(
+        spout_object=storm.ComponentObject(python_object=storm.PythonObject(class_name=CHECKPOINT_SPOUT_CLASS)),
+        common=storm.ComponentCommon(
+            inputs={},
+            streams={CHECKPOINT_STREAM: storm.StreamInfo(output_fields=["txid", "action"], direct=False)},
+            parallelism_hint=1, json_conf="{}"))
+    for name in stateful:
+        bolts[name].common.inputs[storm.GlobalStreamId(componentId=CHECKPOINT_COMPONENT,
+                                                       streamId=CHECKPOINT_STREAM)] = Grouping.ALL.to_thrift()
 
 
 def topology_config(topology_cls: type[Topology]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from stormpy.nimbus.files import NimbusFiles
 from stormpy.nimbus.heartbeats import HeartbeatCache
 from stormpy.nimbus.scheduling import Slot, schedule
 from stormpy.thrift import storm
+from stormpy.topology.placement import check_host_local_states
 from stormpy.topology.plan import ACKER_COMPONENT, ExecutorRange, TopologyPlan, acker_count, build_plan
 from stormpy.topology.validate import (check_topology_limits, parse_json_conf, validate_topology,
                                        validate_topology_name)
@@ -109,7 +110,6 @@ class Nimbus:
         validate_topology(topology, user_conf)   # first: it names bad config values clearly
         topology_conf = self._normalize_conf(name, user_conf)
         validate_topology(topology, topology_conf)
-        from stormpy.trident.placement import check_host_local_states   # lazy: most Nimbus runs need no Trident
         check_host_local_states(topology, topology_conf, self.state.supervisors())
         with self.lock:
             if self.find_id(name) is not None:

@@ -8,12 +8,15 @@ is added here when ``topology.acker.executors`` is not 0.
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from stormpy import config as cfg
-from stormpy.streams import ACK_ACK, ACK_FAIL, ACKER_CLASS, ACKER_COMPONENT, is_framework_id, is_system_id
+from stormpy.streams import (ACK_ACK, ACK_FAIL, ACKER_CLASS, ACKER_COMPONENT, SHELL_BOLT_CLASS, SHELL_SPOUT_CLASS,
+                             is_framework_id, is_system_id)
 from stormpy.thrift import storm
 from stormpy.topology.validate import components, parse_json_conf
 
@@ -41,6 +44,9 @@ class ComponentPlan:
     conf: cfg.Config               # topology conf <- component conf, coerced by the declared Keys
     parallelism: int               # executors
     serialized: bytes | None = None  # a pickled component instance (PythonObject.serialized)
+    #: Arguments the worker calls ``class_name`` with when nothing is serialized (a shell
+    #: component's runner gets ``(command, script)``; a user class none).
+    init_args: tuple[str, ...] = ()
     #: Storm's system components (``__acker``): left out of user-facing counts.
     is_system: bool = False
     #: Made by the framework (system, or Trident's ``$`` components): hidden by the UI unless asked.
@@ -99,14 +105,24 @@ def acker_count(conf: Mapping[str, Any]) -> int:
     return int(ackers)
 
 
-def component_code(obj: Any, kind: str) -> tuple[str, bytes | None]:
-    """(class name, pickled instance or None) that runs a ComponentObject: a PythonObject as
-    compiled; a ShellComponent natively (``streamparse_run pkg.mod.Class``) or via multilang."""
-    if obj.python_object is not None:
-        return obj.python_object.class_name, obj.python_object.serialized or None
-    from stormpy.multilang.components import runner_for
+def component_code(obj: Any, kind: str) -> tuple[str, bytes | None, tuple[str, ...]]:
+    """(class name, pickled instance or None, init args) that run a ComponentObject: a
+    PythonObject as compiled; a ShellComponent natively (``streamparse_run pkg.mod.Class``)
+    or by the multilang runner class, called with ``(command, script)``.
 
-    return runner_for(obj.shell, kind)
+    Names and plain strings only: building a plan imports no component code, so Nimbus can
+    build one on every monitor round; the worker imports the class and makes the instance.
+    """
+    if obj.python_object is not None:
+        return obj.python_object.class_name, obj.python_object.serialized or None, ()
+    shell = obj.shell
+    command = shell.execution_command or ""
+    words = shlex.split(shell.script or "")
+    if os.path.basename(command.split()[-1] if command.split() else "") == "streamparse_run" and words:
+        dotted = [w for w in words if not w.startswith("-")][-1]
+        module, _, cls = dotted.rpartition(".")
+        return f"{module}:{cls}", None, ()
+    return (SHELL_SPOUT_CLASS if kind == "spout" else SHELL_BOLT_CLASS), None, (command, shell.script or "")
 
 
 def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: str,
@@ -121,14 +137,14 @@ def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: s
         obj = spec.spout_object if kind == "spout" else spec.bolt_object
         par = int(common.parallelism_hint or 1)
         num_tasks = int(comp_conf.get(cfg.TOPOLOGY_TASKS.name) or par)
-        class_name, serialized = component_code(obj, kind)
+        class_name, serialized, init_args = component_code(obj, kind)
         plans[cid] = ComponentPlan(
             id=cid, kind=kind, class_name=class_name, tasks=[],
             streams={sid: StreamDef(tuple(s.output_fields), bool(s.direct)) for sid, s in (common.streams or {}).items()},
             inputs={(g.componentId, g.streamId): grouping for g, grouping in (common.inputs or {}).items()},
             conf=full_conf.merged(comp_conf) if comp_conf else full_conf,
             parallelism=min(overrides.get(cid, par), num_tasks),
-            serialized=serialized,
+            serialized=serialized, init_args=init_args,
             is_system=is_system_id(cid), is_framework=is_framework_id(cid),
         )
         plans[cid].tasks = [0] * num_tasks  # numbered below
