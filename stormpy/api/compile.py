@@ -20,6 +20,7 @@ from stormpy.api.component import read_only_assignments
 from stormpy.api.dsl import ComponentSpec, Grouping, Topology, normalize_outputs, resolve_par
 from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_SPOUT_CLASS, CHECKPOINT_STREAM
 from stormpy.thrift import storm
+from stormpy.topology import pipeline
 
 _CLASSES: dict[str, type] = {}
 
@@ -168,6 +169,18 @@ def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | Non
     if stateful:
         add_checkpointing(spouts, bolts, stateful, conf)
     return storm.StormTopology(spouts=spouts, bolts=bolts, state_spouts={})
+
+
+def build_topology(topology_cls: type[Topology], name: str, conf: Mapping[str, Any],
+                   environment: str | None = None, user_conf: Mapping[str, Any] | None = None) -> Any:
+    """The client's half of the topology pipeline (``stormpy.topology.pipeline``): check the
+    name, compile with ``conf``, validate the struct with the conf the user wrote
+    (``user_conf``, ``conf`` itself when not given). ``stormpy submit`` and ``stormpy local``
+    both call it; raises InvalidTopologyException."""
+    pipeline.check_name(name)
+    topology = compile_topology(topology_cls, conf, environment=environment)
+    pipeline.validate(topology, conf if user_conf is None else user_conf)
+    return topology
 
 
 def add_checkpointing(spouts: dict[str, Any], bolts: dict[str, Any], stateful: list[str],

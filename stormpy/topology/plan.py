@@ -7,7 +7,6 @@ is added here when ``topology.acker.executors`` is not 0.
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections.abc import Mapping
@@ -17,11 +16,10 @@ from typing import Any
 from stormpy import config as cfg
 from stormpy.streams import (ACK_ACK, ACK_FAIL, ACKER_CLASS, ACKER_COMPONENT, SHELL_BOLT_CLASS, SHELL_SPOUT_CLASS,
                              is_framework_id, is_system_id)
-from stormpy.thrift import storm
 from stormpy.topology.validate import components, parse_json_conf
 
 __all__ = ["ACKER_COMPONENT", "ComponentPlan", "ExecutorRange", "StreamDef", "TopologyPlan", "build_plan",
-           "load_plan", "split_tasks", "acker_count"]
+           "split_tasks", "acker_count"]
 
 #: One executor: its (task_start, task_end), both inclusive (Storm's ExecutorInfo).
 ExecutorRange = tuple[int, int]
@@ -29,12 +27,32 @@ ExecutorRange = tuple[int, int]
 
 @dataclass(frozen=True)
 class StreamDef:
+    """One output stream a component declared (Storm's ``StreamInfo``).
+
+    ``fields`` names the values of every tuple on the stream, in order: a fields grouping
+    hashes by them and ``tup.values`` is a namedtuple of them, so an emit must carry exactly
+    this many values. ``direct`` streams are sent only with ``emit(..., direct_task=t)`` to
+    subscribers using direct grouping (validation refuses direct grouping on other streams).
+    Frozen: shared by every executor of the plan.
+    """
+
     fields: tuple[str, ...]
     direct: bool = False
 
 
 @dataclass
 class ComponentPlan:
+    """One component as every task of it runs: its code, its task ids, streams and inputs.
+
+    Names and data only (no component object): Nimbus builds plans on every monitor round and
+    must not import user code; a worker imports ``class_name`` and makes each task's instance
+    from ``serialized`` (a pickled instance) or by calling the class with ``init_args``.
+    Invariants once :func:`build_plan` returns: ``tasks`` is a run of consecutive ids, disjoint
+    from every other component's; ``1 <= parallelism <= len(tasks)`` (the executors that share
+    them, :func:`split_tasks`); ``conf`` is the topology conf with this component's own config
+    on top.
+    """
+
     id: str
     kind: str                      # "spout" | "bolt"
     class_name: str                # "module:Class"
@@ -55,6 +73,14 @@ class ComponentPlan:
 
 @dataclass
 class TopologyPlan:
+    """The runtime view of one topology, the same wherever it is built (see the module doc).
+
+    ``task_component`` maps every task id (1..N, no gaps) to its component; ``acker_tasks``
+    are the ``__acker`` bolt's tasks (empty when acking is off); ``subscribers(c, s)`` lists,
+    sorted by component id, who receives stream ``s`` of ``c`` and by which ``storm.Grouping``.
+    Built once and then only read (executors of one worker share it across threads).
+    """
+
     topology_id: str
     name: str
     conf: cfg.Config
@@ -172,13 +198,3 @@ def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: s
     for subs in plan._subscribers.values():
         subs.sort(key=lambda item: item[0])
     return plan
-
-
-def load_plan(topology_bytes: bytes, conf_json: str, topology_id: str,
-              component_executors: Mapping[str, int] | None = None) -> TopologyPlan:
-    """A plan from the files Nimbus stores in stormdist (stormtopology.ser, stormconf.json)."""
-    from stormpy.thrift import deserialize
-
-    topology = deserialize(storm.StormTopology, topology_bytes)
-    conf = json.loads(conf_json)
-    return build_plan(topology, conf, topology_id, conf.get(cfg.TOPOLOGY_NAME.name) or topology_id, component_executors)
