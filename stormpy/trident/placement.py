@@ -7,7 +7,7 @@ counts start again while the coordinator's txids go on. So:
 
 - the Trident compiler records, in each bolt's component config, the host-local states it uses
   (``topology.trident.host.local.states``: descriptions only, Nimbus never imports user code);
-- Nimbus, at submit, refuses (``stormpy.topology.placement.check_host_local_states``) the topology with one line when such a state meets a cluster of more
+- Nimbus, at submit, refuses the topology with one line when such a state meets a cluster of more
   than one supervisor host (any number of workers: a single worker moves host when its supervisor
   dies), unless the topology sets
   ``topology.trident.state.allow.host.local`` (the storage is in fact shared).
@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from stormpy.topology.placement import HOST, PROCESS, check_host_local_states  # noqa: F401
+from stormpy.topology.placement import HOST, PROCESS
 
 log = logging.getLogger(__name__)
 
