@@ -94,7 +94,8 @@ class AliasLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         target = importlib.import_module(self.target)
         module = types.ModuleType(spec.name, target.__doc__)
-        module.__dict__.update({k: v for k, v in vars(target).items() if not k.startswith("__")})
+        public = set(getattr(target, "__all__", ()))     # ``__version__`` of stormpy.storm, say
+        module.__dict__.update({k: v for k, v in vars(target).items() if not k.startswith("__") or k in public})
         if hasattr(target, "__all__"):
             module.__all__ = list(target.__all__)
         module.__stormpy_alias_of__ = self.target  # type: ignore[attr-defined]
