@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from stormpy import Grouping, Topology
-from stormpy.task.component import Bolt, Spout
+from stormpy.api.component import Bolt, Spout
 
 WORDS = ("storm stream tuple bolt spout nimbus worker acker zookeeper supervisor executor task "
          "python zeromq thrift batch latency").split()

@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT))
 from stormpy import Bolt, Spout, Topology  # noqa: E402
 from stormpy.spark.session import acquire_session, release_session  # noqa: E402
 from stormpy.spark.sink import SparkSinkBolt  # noqa: E402
-from stormpy.task.tuple import Tuple, values_class  # noqa: E402
+from stormpy.api.tuple import Tuple, values_class  # noqa: E402
 
 log = logging.getLogger("benchmarks.spark_sink")
 

@@ -44,6 +44,11 @@ CHECKPOINT_COMPONENT = "$checkpointspout"
 CHECKPOINT_STREAM = "$checkpoint"
 CHECKPOINT_SPOUT_CLASS = "stormpy.stateful.checkpoint:CheckpointSpout"
 
+# Storm's ShellComponent (multilang): the stormpy components that run its command, one
+# subprocess per task, built by the worker from (command, script).
+SHELL_BOLT_CLASS = "stormpy.multilang.components:ShellBoltRunner"
+SHELL_SPOUT_CLASS = "stormpy.multilang.components:ShellSpoutRunner"
+
 
 def coord_stream(stream: str) -> str:
     """The direct stream carrying "I sent you N tuples of this batch" for ``stream``."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from stormpy.acker.ledger import ACKED, Ledger
 from stormpy.streams import ACK_ACK, ACK_FAIL
-from stormpy.task.component import Bolt
+from stormpy.api.component import Bolt
 from stormpy.task.drivers import Driver, RawBatchDriver
 from stormpy.task.settings import ExecutorSettings
 

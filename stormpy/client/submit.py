@@ -131,7 +131,7 @@ def topology_conf(topology_cls: type, topology_file: Path, workers: int | None,
                   user_overrides: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """streamparse env options <- Topology.config <- --workers <- -c overrides, plus the module
     name workers import."""
-    from stormpy.topology.compile import topology_config
+    from stormpy.api.compile import topology_config
 
     conf = {**dict(options or {}), **topology_config(topology_cls)}
     cfg.warn_unknown_keys(conf, log)       # the topology's own config; -c keys were checked by the CLI
@@ -153,10 +153,9 @@ def _user() -> str:
 def prepare(path: str, name: str | None, workers: int | None, user_overrides: Mapping[str, Any],
             project: Any = None, environment: str | None = None) -> tuple[str, Any, dict[str, Any]]:
     """Load, compile and validate the topology locally: (name, StormTopology, conf)."""
+    from stormpy.api.compile import build_topology
+    from stormpy.api.loader import load_topology_file
     from stormpy.streamparse_compat.project import add_src_to_path
-    from stormpy.topology.compile import compile_topology
-    from stormpy.topology.loader import load_topology_file
-    from stormpy.topology.validate import validate_topology, validate_topology_name
 
     topology_file = Path(path)
     add_src_to_path(project)
@@ -167,9 +166,7 @@ def prepare(path: str, name: str | None, workers: int | None, user_overrides: Ma
     with thrift_errors():
         conf = topology_conf(topology_cls, topology_file, workers, user_overrides,
                              project.options() if project is not None else None)
-        validate_topology_name(name)
-        topology = compile_topology(topology_cls, conf, environment=environment)
-        validate_topology(topology, conf)
+        topology = build_topology(topology_cls, name, conf, environment=environment)
     try:
         json.dumps(conf)
     except (TypeError, ValueError) as exc:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stormpy.task.component import Spout
+from stormpy.api.component import Spout
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class DirectorySpout(Spout):
     @property
     def spec(self) -> Any:  # type: ignore[override]
         """Declare this spout in a Topology class (its outputs are the reader's fields)."""
-        from stormpy.topology.dsl import instance_spec
+        from stormpy.api.dsl import instance_spec
 
         return instance_spec(self)
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from stormpy.task.component import Bolt
+from stormpy.api.component import Bolt
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from stormpy.config import TOPOLOGY_NAME
 from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee
-from stormpy.task.component import Spout
+from stormpy.api.component import Spout
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class KafkaSpout(Spout):
         self.spout_config = config
         self.outputs = list(config.record_translator.fields)
         if config.record_translator.stream != "default":
-            from stormpy.topology.dsl import Stream
+            from stormpy.api.dsl import Stream
             self.outputs = [Stream(fields=list(config.record_translator.fields),
                                    name=config.record_translator.stream)]
 
@@ -90,7 +90,7 @@ class KafkaSpout(Spout):
     @property
     def spec(self) -> Any:  # type: ignore[override]
         """Declare this spout (with its KafkaSpoutConfig) in a Topology class."""
-        from stormpy.topology.dsl import instance_spec
+        from stormpy.api.dsl import instance_spec
 
         return instance_spec(self)
 

@@ -139,26 +139,25 @@ class LocalTopology:
                  options: Mapping[str, Any] | None = None) -> None:
         """``environment`` picks streamparse ``par`` dict entries; ``options`` (a streamparse
         environment's) sit below the Topology's own config."""
+        from stormpy.api.compile import build_topology, topology_config
         from stormpy.thrift import storm
-        from stormpy.topology.compile import compile_topology, topology_config
-        from stormpy.topology.plan import build_plan
-        from stormpy.topology.validate import validate_topology, validate_topology_name
+        from stormpy.topology import pipeline
 
         try:
-            validate_topology_name(name)
+            pipeline.check_name(name)
             topology_conf = {**dict(options or {}), **topology_config(topology_cls)}
             warn_unknown_keys(topology_conf, log)
             self.conf = merged_conf(conf, topology_conf, user_overrides)
             self.conf[cfg.TOPOLOGY_NAME.name] = name
-            topology = compile_topology(topology_cls, self.conf, environment=environment)
-            # Validated with the conf the user wrote (topology config and overrides), as a
-            # submit would send it; defaults are filled in by build_plan.
-            validate_topology(topology, {**topology_conf, **dict(user_overrides or {})})
+            # Compiled with the full conf; validated with the conf the user wrote (topology
+            # config and overrides), as a submit would send it; the plan fills in defaults.
+            topology = build_topology(topology_cls, name, self.conf, environment=environment,
+                                      user_conf={**topology_conf, **dict(user_overrides or {})})
         except storm.InvalidTopologyException as exc:
             raise _invalid(exc) from None
         self.name = name
         self.topology_id = f"{name}-1-{int(time.time())}"
-        self.plan = build_plan(topology, self.conf, self.topology_id, name)
+        self.plan = pipeline.plan(topology, self.conf, self.topology_id, name)
         self.reporter = LocalReporter(int(cfg.read(self.conf, cfg.TOPOLOGY_ERROR_RETAIN)))
         self.transfer = LocalTransfer()
         # Trident coordinators keep their transaction state here; it lives as long as this
@@ -225,7 +224,7 @@ def run_local(topology_file: str, name: str | None = None, duration: float = 0, 
     In a streamparse project (``config.json``/``topologies``/``src``) ``src/`` goes on the path
     and ``environment`` (or config.json's only one) picks ``par`` dicts and ``options``."""
     from stormpy.streamparse_compat.project import add_src_to_path, load_project
-    from stormpy.topology.loader import load_topology_file
+    from stormpy.api.loader import load_topology_file
 
     project = load_project(topology_file, environment)
     add_src_to_path(project)

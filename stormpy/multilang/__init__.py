@@ -10,6 +10,7 @@ tuples (and ``__heartbeat`` tuples, answered with ``sync``) and send ``emit``, `
 
 - ``process``: :class:`ShellProcess`, the subprocess and its message streams
 - ``components``: :class:`ShellBoltRunner` / :class:`ShellSpoutRunner`, the stormpy components
-  that drive one subprocess each; ``runner_for(shell, kind)`` picks the class for a
-  ``ShellComponent`` (``streamparse_run pkg.mod.Class`` runs that class natively instead).
+  that drive one subprocess each; the plan names them for a ``ShellComponent``
+  (``stormpy.topology.plan.component_code``; ``streamparse_run pkg.mod.Class`` runs that class
+  natively instead) and the worker calls them with ``(command, script)``.
 """

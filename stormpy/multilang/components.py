@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import pickle
-import shlex
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from stormpy import config as cfg
 from stormpy.multilang.process import ShellProcess, ShellProtocolError, command_line
-from stormpy.task.component import Bolt, Spout
-from stormpy.task.tuple import Tuple
+from stormpy.api.component import Bolt, Spout
+from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
 
@@ -202,19 +199,3 @@ class ShellSpoutRunner(_ShellComponent, Spout):
     def deactivate(self) -> None:
         if self.shell is not None:
             self._command({"command": "deactivate"})
-
-
-def runner_for(shell: Any, kind: str) -> tuple[str, bytes | None]:
-    """(class_name, serialized) that runs a ``ShellComponent`` in a stormpy worker.
-
-    ``streamparse_run pkg.mod.Class`` (what ``sparse submit`` builds for Python components) runs
-    ``pkg.mod:Class`` natively; any other command runs through multilang.
-    """
-    command = shell.execution_command or ""
-    words = shlex.split(shell.script or "")
-    if os.path.basename(command.split()[-1] if command.split() else "") == "streamparse_run" and words:
-        dotted = [w for w in words if not w.startswith("-")][-1]
-        module, _, cls = dotted.rpartition(".")
-        return f"{module}:{cls}", None
-    runner = ShellSpoutRunner if kind == "spout" else ShellBoltRunner
-    return f"{runner.__module__}:{runner.__qualname__}", pickle.dumps(runner(command, shell.script or ""))

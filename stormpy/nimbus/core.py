@@ -25,9 +25,8 @@ from stormpy.nimbus.files import NimbusFiles
 from stormpy.nimbus.heartbeats import HeartbeatCache
 from stormpy.nimbus.scheduling import Slot, schedule
 from stormpy.thrift import storm
-from stormpy.topology.plan import ACKER_COMPONENT, ExecutorRange, TopologyPlan, acker_count, build_plan
-from stormpy.topology.validate import (check_topology_limits, parse_json_conf, validate_topology,
-                                       validate_topology_name)
+from stormpy.topology import pipeline
+from stormpy.topology.plan import ACKER_COMPONENT, ExecutorRange, TopologyPlan, acker_count
 
 log = logging.getLogger(__name__)
 
@@ -97,20 +96,14 @@ class Nimbus:
 
     def plan(self, topology_id: str, base: storm.StormBase) -> TopologyPlan:
         topology, conf = self.topology_code(topology_id)
-        return build_plan(topology, conf, topology_id, base.name, base.component_executors or None)
+        return pipeline.plan(topology, conf, topology_id, base.name, base.component_executors or None)
 
     # ------------------------------------------------------------ submit
     def submit(self, name: str, uploaded_location: str, json_conf: str, topology: storm.StormTopology,
                initial_status: int = storm.TopologyInitialStatus.ACTIVE) -> str:
         """Validate, store code, assign, write StormBase; returns the new topology id."""
-        validate_topology_name(name)
-        check_topology_limits(topology, json_conf, self.conf)   # before parsing anything big or deep
-        user_conf = parse_json_conf(json_conf)
-        validate_topology(topology, user_conf)   # first: it names bad config values clearly
-        topology_conf = self._normalize_conf(name, user_conf)
-        validate_topology(topology, topology_conf)
-        from stormpy.trident.placement import check_host_local_states   # lazy: most Nimbus runs need no Trident
-        check_host_local_states(topology, topology_conf, self.state.supervisors())
+        topology_conf = pipeline.admit(name, topology, json_conf, self.conf, self._normalize_conf,
+                                       self.state.supervisors)
         with self.lock:
             if self.find_id(name) is not None:
                 raise storm.AlreadyAliveException(
@@ -124,7 +117,7 @@ class Nimbus:
                 # supervisor after a loss of this stormdist must match these (CodeRecovery).
                 self.state.set_code_digests(topology_id, self.files.code_digests(topology_id))
                 self.state.setup_heartbeats(topology_id)
-                plan = build_plan(topology, topology_conf, topology_id, name)
+                plan = pipeline.plan(topology, topology_conf, topology_id, name)
                 status = (tr.Status.INACTIVE if initial_status == storm.TopologyInitialStatus.INACTIVE
                           else tr.Status.ACTIVE)
                 base = storm.StormBase(

@@ -239,10 +239,10 @@ class NimbusHandler:
     # ------------------------------------------------------------ Storm 1.1+ calls (streamparse's sparse)
     def isTopologyNameAllowed(self, name: str) -> bool:
         """A valid name no living topology uses (what submit would accept)."""
-        from stormpy.topology.validate import validate_topology_name
+        from stormpy.topology import pipeline
 
         try:
-            validate_topology_name(name)
+            pipeline.check_name(name)
         except storm.InvalidTopologyException:
             return False
         return self.nimbus.find_id(name) is None

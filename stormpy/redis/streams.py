@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from stormpy.task.component import Spout
+from stormpy.api.component import Spout
 from stormpy.trident.spouts import OpaquePartitionedSpout
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class RedisStreamSpout(Spout):
     @property
     def spec(self) -> Any:  # type: ignore[override]
         """Declare this spout in a Topology class (its outputs are the translator's fields)."""
-        from stormpy.topology.dsl import instance_spec
+        from stormpy.api.dsl import instance_spec
 
         return instance_spec(self)
 

@@ -42,8 +42,8 @@ from stormpy.spark.inflight import BackgroundWriter, InFlight
 from stormpy.spark.session import acquire_session, release_session
 from stormpy.spark.settings import SinkSettings, sink_settings
 from stormpy.spark.writer import write_arrow_batch, write_batch
-from stormpy.task.component import BatchingBolt
-from stormpy.task.tuple import Tuple
+from stormpy.api.component import BatchingBolt
+from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from stormpy import config as cfg
 from stormpy.stateful.checkpoint import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from stormpy.stateful.state import KeyValueState, open_state
 from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM
-from stormpy.task.component import Bolt
+from stormpy.api.component import Bolt
 from stormpy.task.drivers import Driver, TupleDriver
-from stormpy.task.tuple import Tuple
+from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Storm's checkpoint protocol: the transaction table, the checkpoint spout, the wiring.
 
 The checkpoint spout (``$checkpointspout``, one task, added at compile time to every
-topology with a stateful bolt) emits ``[txid, action]`` on ``$checkpoint`` to every
+topology with a stateful bolt: ``stormpy.api.compile.add_checkpointing``) emits ``[txid, action]`` on ``$checkpoint`` to every
 stateful bolt task (all grouping), with ``tup_id=txid`` so the acker tracks it. A bolt
 acks the checkpoint tuple when it has done the action, so the tree completing means every
 stateful bolt did it: after PREPARE, that every bolt has prepared, and only then does the
@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy import config as cfg
-from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_SPOUT_CLASS, CHECKPOINT_STREAM
-from stormpy.task.component import Spout
-from stormpy.topology.dsl import Stream
+from stormpy.streams import CHECKPOINT_STREAM
+from stormpy.api.component import Spout
+from stormpy.api.dsl import Stream
 
 log = logging.getLogger(__name__)
 
@@ -128,26 +128,3 @@ class CheckpointSpout(Spout):
         self.txid, self.phase = txid, phase
         if self.store is not None:
             self.store.set(self.path, {"txid": txid, "phase": phase})
-
-
-def add_checkpointing(spouts: dict[str, Any], bolts: dict[str, Any], stateful: list[str],
-                      conf: Mapping[str, Any] | None) -> None:
-    """Compile-time wiring: the checkpoint spout, and every stateful bolt subscribed to it."""
-    if not stateful:
-        return
-    from stormpy.thrift import storm
-    from stormpy.topology.dsl import Grouping
-
-    ackers = (conf or {}).get(cfg.TOPOLOGY_ACKER_EXECUTORS.name)
-    if ackers is not None and int(ackers) == 0:
-        raise storm.InvalidTopologyException(
-            msg=f"stateful bolts ({', '.join(stateful)}) need acking: topology.acker.executors must not be 0")
-    spouts[CHECKPOINT_COMPONENT] = storm.SpoutSpec(
-        spout_object=storm.ComponentObject(python_object=storm.PythonObject(class_name=CHECKPOINT_SPOUT_CLASS)),
-        common=storm.ComponentCommon(
-            inputs={},
-            streams={CHECKPOINT_STREAM: storm.StreamInfo(output_fields=["txid", "action"], direct=False)},
-            parallelism_hint=1, json_conf="{}"))
-    for name in stateful:
-        bolts[name].common.inputs[storm.GlobalStreamId(componentId=CHECKPOINT_COMPONENT,
-                                                       streamId=CHECKPOINT_STREAM)] = Grouping.ALL.to_thrift()

@@ -24,7 +24,7 @@ from typing import Any
 
 from stormpy.stateful.bolt import StatefulBolt
 from stormpy.stateful.state import KeyValueState
-from stormpy.task.tuple import Tuple, values_class
+from stormpy.api.tuple import Tuple, values_class
 from stormpy.windowing import windows as w
 from stormpy.windowing.bolt import WindowedBolt
 

@@ -3,14 +3,19 @@
 A streamparse project's spouts, bolts and topology files say ``from streamparse import Bolt``
 or ``from pystorm.spout import Spout``. When the real packages are not installed (the normal
 case: stormpy runs those classes natively, without streamparse's multilang machinery), the
-finder installed by :func:`install_aliases` answers those imports with stormpy's own modules
-(``stormpy.bolt``, ``stormpy.spout``, ``stormpy.component``, ``stormpy.storm``, ``stormpy.dsl``,
-``stormpy.thrift``), so classes defined against streamparse *are* stormpy classes.
+finder registered here answers those imports with the modules of this package
+(``stormpy.streamparse_compat.bolt``, ``.spout``, ``.component``, ``.storm``, ``.dsl``, and
+``stormpy.thrift``), so classes defined against streamparse *are* stormpy classes. The same
+finder answers stormpy's own spellings of those paths (``stormpy.bolt``, ``stormpy.spout``,
+``stormpy.component``, ``stormpy.storm``, ``stormpy.dsl``), which have no file of their own:
+the streamparse names live in this package only.
 
-The topology loader and the worker's class resolution call :func:`install_aliases` before any
-user code is imported; the first import of an aliased name logs one INFO line per process
-(a topology that never imports streamparse or pystorm logs nothing about them). A really installed streamparse or pystorm
-always wins: a name is aliased only if nothing else on ``sys.path`` provides it.
+``import stormpy`` registers the finder (:func:`register`); this module imports nothing of
+stormpy, so that costs daemons nothing, and the alias modules (which import the user API) are
+imported only when user code asks for them. The first import of an aliased streamparse/pystorm
+name logs one INFO line per process (a topology that never imports streamparse or pystorm logs
+nothing about them). A really installed streamparse or pystorm always wins: a name is aliased
+only if nothing else on ``sys.path`` provides it (checked when it is first imported).
 """
 from __future__ import annotations
 
@@ -22,40 +27,47 @@ import logging
 import sys
 import threading
 import types
-from collections.abc import Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
 
+#: stormpy's own module paths of streamparse's names (once files at the package root).
+STORMPY_PATHS: dict[str, str] = {
+    "stormpy.bolt": "stormpy.streamparse_compat.bolt",
+    "stormpy.spout": "stormpy.streamparse_compat.spout",
+    "stormpy.component": "stormpy.streamparse_compat.component",
+    "stormpy.storm": "stormpy.streamparse_compat.storm",
+    "stormpy.dsl": "stormpy.streamparse_compat.dsl",
+}
 #: alias module -> stormpy module that answers it. Packages (they have submodules) in PACKAGES.
 ALIASES: dict[str, str] = {
     "streamparse": "stormpy.streamparse_compat.api",
-    "streamparse.bolt": "stormpy.bolt",
-    "streamparse.spout": "stormpy.spout",
-    "streamparse.component": "stormpy.component",
-    "streamparse.storm": "stormpy.storm",
-    "streamparse.storm.bolt": "stormpy.bolt",
-    "streamparse.storm.spout": "stormpy.spout",
-    "streamparse.storm.component": "stormpy.component",
-    "streamparse.dsl": "stormpy.dsl",
-    "streamparse.dsl.topology": "stormpy.dsl",
-    "streamparse.dsl.stream": "stormpy.dsl",
-    "streamparse.dsl.component": "stormpy.dsl",
-    "streamparse.dsl.bolt": "stormpy.dsl",
-    "streamparse.dsl.spout": "stormpy.dsl",
+    "streamparse.bolt": "stormpy.streamparse_compat.bolt",
+    "streamparse.spout": "stormpy.streamparse_compat.spout",
+    "streamparse.component": "stormpy.streamparse_compat.component",
+    "streamparse.storm": "stormpy.streamparse_compat.storm",
+    "streamparse.storm.bolt": "stormpy.streamparse_compat.bolt",
+    "streamparse.storm.spout": "stormpy.streamparse_compat.spout",
+    "streamparse.storm.component": "stormpy.streamparse_compat.component",
+    "streamparse.dsl": "stormpy.streamparse_compat.dsl",
+    "streamparse.dsl.topology": "stormpy.streamparse_compat.dsl",
+    "streamparse.dsl.stream": "stormpy.streamparse_compat.dsl",
+    "streamparse.dsl.component": "stormpy.streamparse_compat.dsl",
+    "streamparse.dsl.bolt": "stormpy.streamparse_compat.dsl",
+    "streamparse.dsl.spout": "stormpy.streamparse_compat.dsl",
     "streamparse.thrift": "stormpy.thrift",
     "streamparse.version": "stormpy.version",
-    "pystorm": "stormpy.storm",
-    "pystorm.bolt": "stormpy.bolt",
-    "pystorm.spout": "stormpy.spout",
-    "pystorm.component": "stormpy.component",
+    "pystorm": "stormpy.streamparse_compat.storm",
+    "pystorm.bolt": "stormpy.streamparse_compat.bolt",
+    "pystorm.spout": "stormpy.streamparse_compat.spout",
+    "pystorm.component": "stormpy.streamparse_compat.component",
     "pystorm.version": "stormpy.version",
 }
 PACKAGES = frozenset({"streamparse", "streamparse.storm", "streamparse.dsl", "pystorm"})
 ROOTS = ("streamparse", "pystorm")
 
 _lock = threading.Lock()
-_installed: "AliasFinder | None" = None
+_finder: "AliasFinder | None" = None
 
 
 def _really_installed(root: str) -> bool:
@@ -82,7 +94,8 @@ class AliasLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         target = importlib.import_module(self.target)
         module = types.ModuleType(spec.name, target.__doc__)
-        module.__dict__.update({k: v for k, v in vars(target).items() if not k.startswith("__")})
+        public = set(getattr(target, "__all__", ()))     # ``__version__`` of stormpy.storm, say
+        module.__dict__.update({k: v for k, v in vars(target).items() if not k.startswith("__") or k in public})
         if hasattr(target, "__all__"):
             module.__all__ = list(target.__all__)
         module.__stormpy_alias_of__ = self.target  # type: ignore[attr-defined]
@@ -93,22 +106,43 @@ class AliasLoader(importlib.abc.Loader):
 
 
 class AliasFinder(importlib.abc.MetaPathFinder):
-    """Answers imports of the aliased names (only those of roots not really installed)."""
+    """Answers stormpy's streamparse paths always, and streamparse/pystorm names while
+    ``enabled`` (unless that root is really installed)."""
 
-    def __init__(self, roots: Sequence[str]) -> None:
-        self.roots = tuple(roots)
+    def __init__(self) -> None:
+        self.enabled = True
         self.announced = False
+        #: root -> whether stormpy answers it; decided at its first import (a real one wins).
+        self._aliased: dict[str, bool] = {}
+
+    def aliased(self, root: str) -> bool:
+        """Whether imports under ``root`` (streamparse or pystorm) are answered by stormpy."""
+        if not self.enabled or root not in ROOTS:
+            return False
+        decided = self._aliased.get(root)
+        if decided is None:
+            loaded = sys.modules.get(root)
+            if loaded is not None:
+                decided = getattr(loaded, "__stormpy_alias_of__", None) is not None
+            else:
+                decided = not _really_installed(root)
+            self._aliased[root] = decided
+        return decided
 
     def _announce(self, fullname: str) -> None:
         """Once per process, when an aliased name is first imported: where it comes from."""
         if self.announced:
             return
         self.announced = True
+        roots = [root for root in ROOTS if self.aliased(root)]
         log.info("%s not installed: `import %s` resolves to stormpy's compatible modules "
-                 "(stormpy.bolt, stormpy.spout, stormpy.dsl, ...)", " and ".join(self.roots), fullname)
+                 "(stormpy.bolt, stormpy.spout, stormpy.dsl, ...)", " and ".join(roots), fullname)
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname.split(".", 1)[0] not in self.roots:
+        own = STORMPY_PATHS.get(fullname)
+        if own is not None:
+            return importlib.util.spec_from_loader(fullname, AliasLoader(own))
+        if not self.aliased(fullname.split(".", 1)[0]):
             return None
         stormpy_name = ALIASES.get(fullname)
         if stormpy_name is None:
@@ -118,29 +152,32 @@ class AliasFinder(importlib.abc.MetaPathFinder):
                                                is_package=fullname in PACKAGES)
 
 
-def install_aliases() -> bool:
-    """Install the streamparse/pystorm import aliases once per process; True if any is active."""
-    global _installed
+def register() -> AliasFinder:
+    """Put the finder first on ``sys.meta_path`` (once per process; ``import stormpy`` does it)."""
+    global _finder
     with _lock:
-        if _installed is not None:
-            return bool(_installed.roots)
-        roots = [root for root in ROOTS if root not in sys.modules and not _really_installed(root)]
-        _installed = AliasFinder(roots)
-        if roots:
-            sys.meta_path.insert(0, _installed)
-            # Said only when user code really imports one of the names (AliasFinder.find_spec):
-            # a topology that never mentions streamparse runs without a word about it.
-            log.debug("import aliases installed for %s", " and ".join(roots))
-        return bool(roots)
+        if _finder is None:
+            _finder = AliasFinder()
+        if _finder not in sys.meta_path:
+            sys.meta_path.insert(0, _finder)
+        return _finder
+
+
+def install_aliases() -> bool:
+    """Answer streamparse/pystorm imports from stormpy (the default once stormpy is imported);
+    True if either is aliased, False if both are really installed."""
+    finder = register()
+    finder.enabled = True
+    return any(finder.aliased(root) for root in ROOTS)
 
 
 def uninstall_aliases() -> None:
-    """Remove the finder and the alias modules (tests)."""
-    global _installed
+    """Stop answering streamparse/pystorm imports and drop the alias modules (tests); stormpy's
+    own paths (``stormpy.bolt``, ...) keep working."""
+    finder = register()
     with _lock:
-        if _installed is not None and _installed in sys.meta_path:
-            sys.meta_path.remove(_installed)
-        _installed = None
+        finder.enabled = False
+        finder._aliased.clear()
         for name in list(sys.modules):
             if name.split(".", 1)[0] in ROOTS and getattr(sys.modules[name], "__stormpy_alias_of__", None):
                 del sys.modules[name]

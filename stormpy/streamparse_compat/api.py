@@ -1,10 +1,11 @@
 """What ``import streamparse`` gives when streamparse itself is not installed (see the package doc)."""
 from __future__ import annotations
 
-from stormpy import bolt, component, dsl, spout, storm, thrift
-from stormpy.storm import (BatchingBolt, Bolt, Component, JavaBolt, JavaSpout, ReliableSpout, ShellBolt,
-                           ShellSpout, Spout, StormHandler, TicklessBatchingBolt, Tuple)
-from stormpy.topology.dsl import Grouping, Stream, Topology
+from stormpy import thrift
+from stormpy.streamparse_compat import bolt, component, dsl, spout, storm
+from stormpy.streamparse_compat.storm import (BatchingBolt, Bolt, Component, JavaBolt, JavaSpout, ReliableSpout,
+                                              ShellBolt, ShellSpout, Spout, StormHandler, TicklessBatchingBolt, Tuple)
+from stormpy.api.dsl import Grouping, Stream, Topology
 from stormpy.version import __version__
 
 VERSION = __version__

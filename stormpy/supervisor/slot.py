@@ -28,6 +28,15 @@ log = logging.getLogger(__name__)
 
 
 class Phase(enum.Enum):
+    """Where a port's worker is in its life (Storm's ``Slot.MachineState``).
+
+    EMPTY: no worker process (``pid`` and ``worker_id`` are None); WAITING_FOR_LAUNCH: launched,
+    no heartbeat of this assignment yet; RUNNING: heartbeating the assignment; KILLING: told to
+    stop, waiting for the process to go (SIGKILL after the grace period). Every phase but EMPTY
+    has a process: ``pid``, ``worker_id`` and ``assignment`` are set. The values are what the
+    supervisor's log lines show (``SlotState.describe``).
+    """
+
     EMPTY = "empty"
     WAITING_FOR_LAUNCH = "waiting-for-launch"
     RUNNING = "running"
@@ -68,6 +77,16 @@ class Limits:
 
 @dataclass(frozen=True)
 class SlotState:
+    """Everything the supervisor knows about one port between two steps; a step returns a new one.
+
+    Frozen, so a step cannot half-change a state: ``step(state, world)`` is pure apart from the
+    calls on ``world``. Invariants: in EMPTY no process is known (``pid``/``worker_id`` None);
+    in every other phase ``pid``, ``worker_id`` and ``assignment`` describe the one process
+    on this port; ``since`` is when the phase was entered (the timeouts count from it);
+    ``restarts`` counts deaths in a row (it drives :func:`restart_backoff` and is reset to 0
+    when a worker reaches RUNNING).
+    """
+
     port: int
     phase: Phase = Phase.EMPTY
     assignment: LocalAssignment | None = None      # what runs (or is being started) here

@@ -1,10 +1,13 @@
-"""Executors and the user API: what runs tasks inside a worker (or ``stormpy local``).
+"""The engine: what runs tasks inside a worker (or ``stormpy local``).
 
-- ``component``: Spout, Bolt, BatchingBolt, TicklessBatchingBolt (the streamparse-compatible API)
-- ``tuple``: Tuple and the per-stream namedtuple classes of ``tup.values``
+- ``drivers``: how a bolt task's input reaches its component (per tuple, batching, raw batches)
+- ``emit``: the emit paths and the acker messages they send
 - ``grouping``: routing from Thrift Grouping objects to task ids
 - ``executor`` / ``spout_executor`` / ``bolt_executor``: one thread per task range
 - ``stats``: per-executor counters with Storm's rolling windows
 - ``context``: TopologyContext handed to ``initialize``
 - ``runtime``: WorkerRuntime, the executors of one worker process
+
+The components it runs are written against the user API (``stormpy.api``), which this
+package imports and which never imports it.
 """

@@ -16,9 +16,10 @@ from queue import Empty
 from typing import Any
 
 from stormpy.streams import ACK_ACK, ACK_FAIL, SYSTEM_COMPONENT, TICK
+from stormpy.task import drivers as _drivers  # noqa: F401 - registers the API bolts' drivers (Bolt.make_driver)
 from stormpy.task.emit import bolt_place, make_emit
 from stormpy.task.executor import Executor, TaskBase
-from stormpy.task.tuple import Tuple, values_class
+from stormpy.api.tuple import Tuple, values_class
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from stormpy.task.tuple import ReceivedTuple
+from stormpy.api.component import DRIVERS
+from stormpy.api.tuple import ReceivedTuple
 
 log = logging.getLogger(__name__)
 
@@ -209,3 +210,7 @@ class RawBatchDriver(Driver):
     def before_close(self) -> None:
         if self._before_close is not None:
             self._before_close()
+
+
+# The API's own bolts ask for these by name (``Bolt.make_driver``): the user API imports no engine.
+DRIVERS.update(tuple=TupleDriver, batching=BatchingDriver)

@@ -28,7 +28,7 @@ from typing import Any
 
 from stormpy.serialization import SCALARS, SerializationError
 from stormpy.streams import ACK_INIT, DEFAULT_STREAM
-from stormpy.task.tuple import Tuple
+from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
 

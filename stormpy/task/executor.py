@@ -29,7 +29,7 @@ from queue import SimpleQueue
 from typing import Any
 
 from stormpy.serialization import from_conf
-from stormpy.task.component import Component
+from stormpy.api.component import Component
 from stormpy.task.context import TopologyContext
 from stormpy.task.emit import Outbox
 from stormpy.task.grouping import build_routes
@@ -43,7 +43,7 @@ _MAX_BACKOFF_SECS = 30.0
 
 def load_component_class(class_name: str) -> type[Component]:
     """Import ``module:Class`` (the way compile_topology names user code)."""
-    from stormpy.topology.compile import resolve_class
+    from stormpy.api.compile import resolve_class
 
     cls = resolve_class(class_name)  # classes compiled in this process first, else import
     if not isinstance(cls, type):
@@ -346,7 +346,7 @@ class Executor:
 
     def _new_component(self, task: TaskBase) -> Component:
         """A fresh instance: unpickled from the plan's serialized one (each task gets its own
-        copy), else the class called with no arguments."""
+        copy), else the class called with the plan's ``init_args`` (none for user classes)."""
         serialized = self.comp_plan.serialized
         if serialized is not None:
             component = pickle.loads(serialized)
@@ -354,7 +354,7 @@ class Executor:
                 raise TypeError(f"serialized component {self.comp_plan.class_name} is a "
                                 f"{type(component).__name__}, not a stormpy Spout or Bolt")
         else:
-            component = load_component_class(self.comp_plan.class_name)()
+            component = load_component_class(self.comp_plan.class_name)(*self.comp_plan.init_args)
         component._attach(task, self.component_id, task.task_id)
         self.stats.metric_sources.append(component.metrics)
         return component

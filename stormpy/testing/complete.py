@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormpy import config as cfg
-from stormpy.task.component import Bolt, Spout
+from stormpy.api.component import Bolt, Spout
 from stormpy.testing.processes import WaitTimeout, wait_until
-from stormpy.topology.dsl import DEFAULT_STREAM, ComponentSpec, Grouping, Topology, normalize_outputs
+from stormpy.api.dsl import DEFAULT_STREAM, ComponentSpec, Grouping, Topology, normalize_outputs
 
 log = logging.getLogger(__name__)
 

@@ -7,18 +7,19 @@ is added here when ``topology.acker.executors`` is not 0.
 """
 from __future__ import annotations
 
-import json
+import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from stormpy import config as cfg
-from stormpy.streams import ACK_ACK, ACK_FAIL, ACKER_CLASS, ACKER_COMPONENT, is_framework_id, is_system_id
-from stormpy.thrift import storm
+from stormpy.streams import (ACK_ACK, ACK_FAIL, ACKER_CLASS, ACKER_COMPONENT, SHELL_BOLT_CLASS, SHELL_SPOUT_CLASS,
+                             is_framework_id, is_system_id)
 from stormpy.topology.validate import components, parse_json_conf
 
 __all__ = ["ACKER_COMPONENT", "ComponentPlan", "ExecutorRange", "StreamDef", "TopologyPlan", "build_plan",
-           "load_plan", "split_tasks", "acker_count"]
+           "split_tasks", "acker_count"]
 
 #: One executor: its (task_start, task_end), both inclusive (Storm's ExecutorInfo).
 ExecutorRange = tuple[int, int]
@@ -26,12 +27,32 @@ ExecutorRange = tuple[int, int]
 
 @dataclass(frozen=True)
 class StreamDef:
+    """One output stream a component declared (Storm's ``StreamInfo``).
+
+    ``fields`` names the values of every tuple on the stream, in order: a fields grouping
+    hashes by them and ``tup.values`` is a namedtuple of them, so an emit must carry exactly
+    this many values. ``direct`` streams are sent only with ``emit(..., direct_task=t)`` to
+    subscribers using direct grouping (validation refuses direct grouping on other streams).
+    Frozen: shared by every executor of the plan.
+    """
+
     fields: tuple[str, ...]
     direct: bool = False
 
 
 @dataclass
 class ComponentPlan:
+    """One component as every task of it runs: its code, its task ids, streams and inputs.
+
+    Names and data only (no component object): Nimbus builds plans on every monitor round and
+    must not import user code; a worker imports ``class_name`` and makes each task's instance
+    from ``serialized`` (a pickled instance) or by calling the class with ``init_args``.
+    Invariants once :func:`build_plan` returns: ``tasks`` is a run of consecutive ids, disjoint
+    from every other component's; ``1 <= parallelism <= len(tasks)`` (the executors that share
+    them, :func:`split_tasks`); ``conf`` is the topology conf with this component's own config
+    on top.
+    """
+
     id: str
     kind: str                      # "spout" | "bolt"
     class_name: str                # "module:Class"
@@ -41,6 +62,9 @@ class ComponentPlan:
     conf: cfg.Config               # topology conf <- component conf, coerced by the declared Keys
     parallelism: int               # executors
     serialized: bytes | None = None  # a pickled component instance (PythonObject.serialized)
+    #: Arguments the worker calls ``class_name`` with when nothing is serialized (a shell
+    #: component's runner gets ``(command, script)``; a user class none).
+    init_args: tuple[str, ...] = ()
     #: Storm's system components (``__acker``): left out of user-facing counts.
     is_system: bool = False
     #: Made by the framework (system, or Trident's ``$`` components): hidden by the UI unless asked.
@@ -49,6 +73,14 @@ class ComponentPlan:
 
 @dataclass
 class TopologyPlan:
+    """The runtime view of one topology, the same wherever it is built (see the module doc).
+
+    ``task_component`` maps every task id (1..N, no gaps) to its component; ``acker_tasks``
+    are the ``__acker`` bolt's tasks (empty when acking is off); ``subscribers(c, s)`` lists,
+    sorted by component id, who receives stream ``s`` of ``c`` and by which ``storm.Grouping``.
+    Built once and then only read (executors of one worker share it across threads).
+    """
+
     topology_id: str
     name: str
     conf: cfg.Config
@@ -99,14 +131,24 @@ def acker_count(conf: Mapping[str, Any]) -> int:
     return int(ackers)
 
 
-def component_code(obj: Any, kind: str) -> tuple[str, bytes | None]:
-    """(class name, pickled instance or None) that runs a ComponentObject: a PythonObject as
-    compiled; a ShellComponent natively (``streamparse_run pkg.mod.Class``) or via multilang."""
-    if obj.python_object is not None:
-        return obj.python_object.class_name, obj.python_object.serialized or None
-    from stormpy.multilang.components import runner_for
+def component_code(obj: Any, kind: str) -> tuple[str, bytes | None, tuple[str, ...]]:
+    """(class name, pickled instance or None, init args) that run a ComponentObject: a
+    PythonObject as compiled; a ShellComponent natively (``streamparse_run pkg.mod.Class``)
+    or by the multilang runner class, called with ``(command, script)``.
 
-    return runner_for(obj.shell, kind)
+    Names and plain strings only: building a plan imports no component code, so Nimbus can
+    build one on every monitor round; the worker imports the class and makes the instance.
+    """
+    if obj.python_object is not None:
+        return obj.python_object.class_name, obj.python_object.serialized or None, ()
+    shell = obj.shell
+    command = shell.execution_command or ""
+    words = shlex.split(shell.script or "")
+    if os.path.basename(command.split()[-1] if command.split() else "") == "streamparse_run" and words:
+        dotted = [w for w in words if not w.startswith("-")][-1]
+        module, _, cls = dotted.rpartition(".")
+        return f"{module}:{cls}", None, ()
+    return (SHELL_SPOUT_CLASS if kind == "spout" else SHELL_BOLT_CLASS), None, (command, shell.script or "")
 
 
 def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: str,
@@ -121,14 +163,14 @@ def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: s
         obj = spec.spout_object if kind == "spout" else spec.bolt_object
         par = int(common.parallelism_hint or 1)
         num_tasks = int(comp_conf.get(cfg.TOPOLOGY_TASKS.name) or par)
-        class_name, serialized = component_code(obj, kind)
+        class_name, serialized, init_args = component_code(obj, kind)
         plans[cid] = ComponentPlan(
             id=cid, kind=kind, class_name=class_name, tasks=[],
             streams={sid: StreamDef(tuple(s.output_fields), bool(s.direct)) for sid, s in (common.streams or {}).items()},
             inputs={(g.componentId, g.streamId): grouping for g, grouping in (common.inputs or {}).items()},
             conf=full_conf.merged(comp_conf) if comp_conf else full_conf,
             parallelism=min(overrides.get(cid, par), num_tasks),
-            serialized=serialized,
+            serialized=serialized, init_args=init_args,
             is_system=is_system_id(cid), is_framework=is_framework_id(cid),
         )
         plans[cid].tasks = [0] * num_tasks  # numbered below
@@ -156,13 +198,3 @@ def build_plan(topology: Any, conf: Mapping[str, Any], topology_id: str, name: s
     for subs in plan._subscribers.values():
         subs.sort(key=lambda item: item[0])
     return plan
-
-
-def load_plan(topology_bytes: bytes, conf_json: str, topology_id: str,
-              component_executors: Mapping[str, int] | None = None) -> TopologyPlan:
-    """A plan from the files Nimbus stores in stormdist (stormtopology.ser, stormconf.json)."""
-    from stormpy.thrift import deserialize
-
-    topology = deserialize(storm.StormTopology, topology_bytes)
-    conf = json.loads(conf_json)
-    return build_plan(topology, conf, topology_id, conf.get(cfg.TOPOLOGY_NAME.name) or topology_id, component_executors)

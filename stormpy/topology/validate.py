@@ -14,7 +14,7 @@ from stormpy import config as cfg
 from stormpy.config import ConfigError
 from stormpy.streams import is_system_id
 from stormpy.thrift import storm
-from stormpy.windowing.windows import check_window_conf
+from stormpy.topology.windows import check_window_conf
 
 # Storm's Utils.DISALLOWED_TOPOLOGY_NAME_STRS; '/' would also break ZooKeeper paths.
 DISALLOWED_NAME_CHARS = ("/", ".", ":", "\\")

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from stormpy.task.component import Bolt
+from stormpy.api.component import Bolt
 from stormpy.trident import txstate
 from stormpy.trident.batch import BatchCore
 from stormpy.trident.coordinator import BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM

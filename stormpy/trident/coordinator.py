@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stormpy import config as cfg
-from stormpy.task.component import Spout
-from stormpy.topology.dsl import Stream
+from stormpy.api.component import Spout
+from stormpy.api.dsl import Stream
 from stormpy.trident import txstate
 from stormpy.trident.stats import LatencyWindow
 

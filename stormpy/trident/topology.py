@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stormpy.topology.dsl import Topology
+from stormpy.api.dsl import Topology
 from stormpy.trident import operations as ops
 from stormpy.trident.graph import Graph, Node
 

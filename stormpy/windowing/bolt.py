@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from stormpy import config as cfg
-from stormpy.task.component import Bolt
+from stormpy.api.component import Bolt
 from stormpy.task.drivers import Driver, TupleDriver
-from stormpy.task.tuple import Tuple
+from stormpy.api.tuple import Tuple
 from stormpy.windowing import windows as w
 
 log = logging.getLogger(__name__)
@@ -213,7 +213,7 @@ class WindowedBolt(Bolt):
         plan = getattr(context, "_plan", None)
         if plan is not None:   # what the topology declared, whatever ``self.outputs`` holds now
             return set(plan.components[context.component_id].streams)
-        from stormpy.topology.dsl import normalize_outputs
+        from stormpy.api.dsl import normalize_outputs
 
         return set(normalize_outputs(type(self).outputs))
 

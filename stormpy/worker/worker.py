@@ -175,7 +175,7 @@ class Worker:
         self._hearts.append(heart.start())
 
     def _load_plan(self) -> Any:
-        from stormpy.topology.plan import load_plan
+        from stormpy.topology.pipeline import load_plan
 
         dist = disk_layout.stormdist_dir(self.local_dir, self.topology_id)
         try:

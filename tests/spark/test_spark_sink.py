@@ -203,7 +203,7 @@ def test_bad_values_fail_their_batch_with_a_clear_error_and_the_sink_lives_on(
 
 def test_spark_wordcount_example_writes_the_expected_counts(spark: Any, spark_conf: Conf, tmp_path: Path,
         running: Any) -> None:
-    from stormpy.topology.loader import load_topology_file
+    from stormpy.api.loader import load_topology_file
 
     topology = load_topology_file(str(EXAMPLE))
     module = __import__(topology.__module__)
@@ -280,7 +280,7 @@ def test_time_closes_a_batch_by_its_age_not_at_every_timer_tick(spark: Any, spar
                                                                  tmp_path: Path) -> None:
     """streamparse flushes everything on each tick; the sink waits until the first tuple is
     spark.sink.batch.secs old, so a batch opened just before a tick is not cut short."""
-    from stormpy.task.tuple import Tuple, values_class
+    from stormpy.api.tuple import Tuple, values_class
 
     task = AckRecorder()
     bolt = SparkSinkBolt()

@@ -141,7 +141,7 @@ def sqlite_conf(tmp_path: Path) -> dict[str, Any]:
 
 
 def test_checkpoint_spout_is_wired_to_stateful_bolts_only() -> None:
-    from stormpy.topology.compile import compile_topology
+    from stormpy.api.compile import compile_topology
 
     topology = compile_topology(Topo, {})
     assert CHECKPOINT_COMPONENT in topology.spouts

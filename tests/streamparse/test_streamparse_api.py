@@ -24,7 +24,7 @@ from streamparse.thrift import GlobalStreamId, storm_thrift  # noqa: E402
 from stormpy.errors import UserError  # noqa: E402
 from stormpy.local.runner import LocalTopology  # noqa: E402
 from stormpy.testing import wait_until  # noqa: E402
-from stormpy.topology.compile import compile_topology  # noqa: E402
+from stormpy.api.compile import compile_topology  # noqa: E402
 from stormpy.topology.plan import build_plan  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)

@@ -18,7 +18,7 @@ from streamparse import Bolt, Grouping, JavaBolt, JavaSpout, ShellBolt, Spout, S
 from streamparse.thrift import JavaObjectArg  # noqa: E402
 
 from stormpy.thrift import storm  # noqa: E402
-from stormpy.topology.compile import compile_topology  # noqa: E402
+from stormpy.api.compile import compile_topology  # noqa: E402
 from stormpy.topology.validate import validate_topology  # noqa: E402
 
 

@@ -21,8 +21,8 @@ from stormpy.cluster_state import ClusterState
 from stormpy.supervisor import localstate
 from stormpy.testing import DaemonProcess, free_port, wait_until
 from stormpy.thrift import serialize, storm
-from stormpy.topology.compile import compile_topology
-from stormpy.topology.loader import load_topology_file
+from stormpy.api.compile import compile_topology
+from stormpy.api.loader import load_topology_file
 from stormpy.topology.plan import build_plan
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "cluster" / "topologies"

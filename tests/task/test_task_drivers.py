@@ -14,8 +14,8 @@ import pytest
 from stormpy import Bolt, Grouping, Spout, Stream, Topology
 from stormpy.task.drivers import Driver, RawBatchDriver
 from stormpy.thrift import storm
-from stormpy.topology.compile import compile_topology
-from stormpy.topology.dsl import ComponentSpec
+from stormpy.api.compile import compile_topology
+from stormpy.api.dsl import ComponentSpec
 from stormpy.topology.plan import build_plan
 from stormpy.topology.validate import validate_topology
 

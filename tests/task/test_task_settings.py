@@ -7,7 +7,7 @@ from stormpy import Bolt, Spout, Topology
 from stormpy import config as cfg
 from stormpy.config import ConfigError
 from stormpy.task.settings import ExecutorSettings
-from stormpy.topology.compile import compile_topology
+from stormpy.api.compile import compile_topology
 from stormpy.topology.plan import build_plan
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from stormpy.errors import TopologyFileError
-from stormpy.topology.loader import load_topology_file
+from stormpy.api.loader import load_topology_file
 
 GOOD = '''
 from stormpy import Spout, Topology

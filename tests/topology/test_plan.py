@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from stormpy import Bolt, Grouping, Spout, Stream, Topology
 from stormpy.thrift import deserialize, serialize, storm
-from stormpy.topology.compile import compile_topology, resolve_class
+from stormpy.api.compile import compile_topology, resolve_class
 from stormpy.topology.plan import ACKER_COMPONENT, build_plan, split_tasks
 
 

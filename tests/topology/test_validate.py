@@ -5,7 +5,7 @@ import pytest
 
 from stormpy import Bolt, Grouping, Spout, Stream, Topology
 from stormpy.thrift import storm
-from stormpy.topology.compile import compile_topology
+from stormpy.api.compile import compile_topology
 from stormpy.topology.validate import parse_json_conf, validate_topology, validate_topology_name
 
 

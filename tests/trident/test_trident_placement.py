@@ -23,7 +23,7 @@ from stormpy.testing import DaemonProcess, free_port
 from stormpy.thrift import storm
 from stormpy.trident import Count, MemoryMapState, RedisMapState, SparkState, SqliteMapState, TridentTopology
 from stormpy.trident.compile import compile_trident
-from stormpy.trident.placement import check_host_local_states
+from stormpy.topology.placement import check_host_local_states
 
 from ._harness import FixedSpout
 

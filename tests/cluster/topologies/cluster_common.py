@@ -14,7 +14,7 @@ import time
 from collections import Counter, deque
 from pathlib import Path
 
-from stormpy.task.component import Bolt, Spout
+from stormpy.api.component import Bolt, Spout
 
 SENTENCES = [
     "the cow jumped over the moon",

@@ -14,7 +14,7 @@ class FileLines(Topology):
 
     @classmethod
     def compile_storm_topology(cls, conf: Any) -> Any:
-        from stormpy.topology.compile import compile_topology
+        from stormpy.api.compile import compile_topology
 
         spout = DirectorySpout(conf["conn.dir"], pattern="*.txt", lock_timeout_secs=6, poll_interval_secs=0.5)
 

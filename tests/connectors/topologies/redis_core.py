@@ -14,7 +14,7 @@ class RedisEntries(Topology):
 
     @classmethod
     def compile_storm_topology(cls, conf: Any) -> Any:
-        from stormpy.topology.compile import compile_topology
+        from stormpy.api.compile import compile_topology
 
         spout = RedisStreamSpout(conf["conn.url"], [conf["conn.stream"]], group=conf["conn.group"],
                                  claim_idle_ms=12_000, claim_interval_ms=1000)

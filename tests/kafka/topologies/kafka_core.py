@@ -62,5 +62,5 @@ class CoreKafkaRecords(Topology):
 
     @classmethod
     def compile_storm_topology(cls, conf: Any) -> Any:
-        from stormpy.topology.compile import compile_topology
+        from stormpy.api.compile import compile_topology
         return compile_topology(core_topology(conf), conf)

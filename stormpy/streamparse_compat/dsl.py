@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from stormpy.thrift import storm
-from stormpy.topology.dsl import ComponentSpec, Grouping, GroupingSpec, Stream, Topology, TopologyType
+from stormpy.api.dsl import ComponentSpec, Grouping, GroupingSpec, Stream, Topology, TopologyType
 
 GlobalStreamId = storm.GlobalStreamId
 

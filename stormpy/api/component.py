@@ -29,10 +29,15 @@ from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from stormpy import config as cfg
-from stormpy.task.drivers import BatchingDriver, Driver, TupleDriver
-from stormpy.task.tuple import Tuple
+from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
+
+#: How the engine feeds the API's own bolts: ``"tuple"`` (``Bolt``: one ``process`` call per
+#: tuple) and ``"batching"`` (``BatchingBolt``), each called as ``driver(task, bolt)``. The
+#: engine registers its driver classes here when ``stormpy.task.drivers`` is imported: the
+#: engine imports the user API, never the reverse.
+DRIVERS: dict[str, Callable[[Any, Any], Any]] = {}
 
 
 class Metrics(dict):
@@ -66,7 +71,7 @@ class _SpecMethod:
                  config: Mapping[str, Any] | None = None) -> Any:
             """Declare this component in a Topology class (streamparse's ``Component.spec``);
             ``par``/``config`` default to the class attributes of the same names."""
-            from stormpy.topology.dsl import ComponentSpec
+            from stormpy.api.dsl import ComponentSpec
 
             return ComponentSpec(cls, name=name, inputs=inputs, par=par, config=config, instance=obj)
 
@@ -250,10 +255,10 @@ class Bolt(Component):
         """pystorm's ``Bolt.is_tick(tup)``: whether ``tup`` is a tick tuple."""
         return tup.is_tick
 
-    def make_driver(self, task: Any) -> Driver:
+    def make_driver(self, task: Any) -> Any:
         """How the executor feeds this bolt (framework hook, see ``stormpy.task.drivers``):
         one ``process`` call per tuple, acked after it returns when ``auto_ack``."""
-        return TupleDriver(task, self)
+        return DRIVERS["tuple"](task, self)
 
     def process(self, tup: Tuple) -> None:
         """Handle one input tuple."""
@@ -349,9 +354,9 @@ class BatchingBolt(Bolt):
                 self._ticks_seen = 0
                 self.flush_batches()
 
-    def make_driver(self, task: Any) -> Driver:
+    def make_driver(self, task: Any) -> Any:
         """Tuples wait in batches and are acked after ``process_batch``, not after ``process``."""
-        return BatchingDriver(task, self)
+        return DRIVERS["batching"](task, self)
 
     def on_timer(self) -> None:
         self.flush_batches()

@@ -398,7 +398,7 @@ class TopologyType(type):
         """
         cached = cls.__dict__.get("_thrift_topology")
         if cached is None:
-            from stormpy.topology.compile import compile_topology
+            from stormpy.api.compile import compile_topology
 
             cached = compile_topology(cls, strict=False)
             cls._thrift_topology = cached
@@ -451,7 +451,7 @@ class Topology(metaclass=TopologyType):
     @classmethod
     def to_flux_dict(cls, name: str) -> dict[str, Any]:
         """streamparse's ``Topology.to_flux_dict``: the dict Storm's Flux reads (see ``flux.py``)."""
-        from stormpy.topology.flux import to_flux_dict
+        from stormpy.api.flux import to_flux_dict
 
         return to_flux_dict(cls, name)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from stormpy.topology.dsl import DEFAULT_STREAM, ComponentSpec
+from stormpy.api.dsl import DEFAULT_STREAM, ComponentSpec
 
 log = logging.getLogger(__name__)
 

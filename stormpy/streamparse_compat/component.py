@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from stormpy.task.component import Component
-from stormpy.task.tuple import Tuple
+from stormpy.api.component import Component
+from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
 

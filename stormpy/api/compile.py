@@ -15,8 +15,12 @@ import cloudpickle
 from collections.abc import Mapping
 from typing import Any
 
+from stormpy import config as cfg
+from stormpy.api.component import read_only_assignments
+from stormpy.api.dsl import ComponentSpec, Grouping, Topology, normalize_outputs, resolve_par
+from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_SPOUT_CLASS, CHECKPOINT_STREAM
 from stormpy.thrift import storm
-from stormpy.topology.dsl import ComponentSpec, Topology, normalize_outputs, resolve_par
+from stormpy.topology import pipeline
 
 _CLASSES: dict[str, type] = {}
 
@@ -34,9 +38,6 @@ def resolve_class(name: str) -> type:
     cls = _CLASSES.get(name)
     if cls is not None:
         return cls
-    from stormpy.streamparse_compat import install_aliases
-
-    install_aliases()   # user modules may `import streamparse` / `pystorm`
     module_name, _, qualname = name.partition(":")
     obj: Any = importlib.import_module(module_name)
     for part in qualname.split("."):
@@ -55,8 +56,6 @@ def component_kind(cls: type) -> str:
 
 def _common(spec: ComponentSpec, ids: dict[int, str], environment: str | None = None, strict: bool = True) -> Any:
     if spec.shell is None and spec.java is None:
-        from stormpy.task.component import read_only_assignments
-
         clashes = read_only_assignments(spec.component_cls)
         if clashes:
             raise invalid(f"component {spec.name!r}: {clashes[0]}")
@@ -168,10 +167,41 @@ def compile_topology(topology_cls: type[Topology], conf: Mapping[str, Any] | Non
             bolts[spec.name] = storm.Bolt(bolt_object=obj, common=common)
     stateful = [spec.name for spec in specs if spec.name in bolts and getattr(spec.component_cls, "is_stateful", False)]
     if stateful:
-        from stormpy.stateful.checkpoint import add_checkpointing
-
         add_checkpointing(spouts, bolts, stateful, conf)
     return storm.StormTopology(spouts=spouts, bolts=bolts, state_spouts={})
+
+
+def build_topology(topology_cls: type[Topology], name: str, conf: Mapping[str, Any],
+                   environment: str | None = None, user_conf: Mapping[str, Any] | None = None) -> Any:
+    """The client's half of the topology pipeline (``stormpy.topology.pipeline``): check the
+    name, compile with ``conf``, validate the struct with the conf the user wrote
+    (``user_conf``, ``conf`` itself when not given). ``stormpy submit`` and ``stormpy local``
+    both call it; raises InvalidTopologyException."""
+    pipeline.check_name(name)
+    topology = compile_topology(topology_cls, conf, environment=environment)
+    pipeline.validate(topology, conf if user_conf is None else user_conf)
+    return topology
+
+
+def add_checkpointing(spouts: dict[str, Any], bolts: dict[str, Any], stateful: list[str],
+                      conf: Mapping[str, Any] | None) -> None:
+    """Compile-time wiring of stateful bolts (``stormpy.stateful.checkpoint``): the checkpoint
+    spout, named by its class, and every stateful bolt subscribed to it."""
+    if not stateful:
+        return
+    ackers = (conf or {}).get(cfg.TOPOLOGY_ACKER_EXECUTORS.name)
+    if ackers is not None and int(ackers) == 0:
+        raise storm.InvalidTopologyException(
+            msg=f"stateful bolts ({', '.join(stateful)}) need acking: topology.acker.executors must not be 0")
+    spouts[CHECKPOINT_COMPONENT] = storm.SpoutSpec(
+        spout_object=storm.ComponentObject(python_object=storm.PythonObject(class_name=CHECKPOINT_SPOUT_CLASS)),
+        common=storm.ComponentCommon(
+            inputs={},
+            streams={CHECKPOINT_STREAM: storm.StreamInfo(output_fields=["txid", "action"], direct=False)},
+            parallelism_hint=1, json_conf="{}"))
+    for name in stateful:
+        bolts[name].common.inputs[storm.GlobalStreamId(componentId=CHECKPOINT_COMPONENT,
+                                                       streamId=CHECKPOINT_STREAM)] = Grouping.ALL.to_thrift()
 
 
 def topology_config(topology_cls: type[Topology]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from stormpy.errors import TopologyFileError
 from stormpy.extras import MissingExtra, for_missing_module
-from stormpy.topology.dsl import Topology
+from stormpy.api.dsl import Topology
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +35,8 @@ def import_topology_module(path: str | Path) -> object:
         raise TopologyFileError(f"topology file {path} must be a .py file")
     file = file.resolve()
     name = module_name_for(file)
-    from stormpy.streamparse_compat import install_aliases
-
-    install_aliases()   # `import streamparse` / `pystorm` in user code: stormpy's modules
+    # `import streamparse` / `pystorm` in the file: answered by the finder `import stormpy`
+    # registered (stormpy.streamparse_compat).
     directory = str(file.parent)
     if directory not in sys.path:
         sys.path.insert(0, directory)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from stormpy.task.component import Component
+from stormpy.api.component import Component
 from stormpy.thrift import storm
-from stormpy.topology.dsl import ComponentSpec
+from stormpy.api.dsl import ComponentSpec
 
 
 def _shell_spec(cls: type, kind: str, name: str | None, command: str | None, script: str | None,
