@@ -337,6 +337,10 @@ def test_page_commands_on_a_cluster(rel: str, tmp_path: Path) -> None:
     if rel == "tutorials/first-cluster.md":
         # The Prometheus page's families are what the tutorial's scrape holds.
         scrape = (root / "metrics.txt").read_text()
+        # Both supervisors run: the second one's command (its own dirs, slots and log viewer port)
+        # works as written; a page that drops e.g. its logviewer.port makes it refuse to start.
+        assert re.search(r"^storm_cluster_supervisors 2(\.0)?$", scrape, flags=re.M), \
+            "the tutorial's second supervisor is not running:\n" + (root / "supervisor-2.out").read_text()[-3000:]
         listed = set(re.findall(r"`(storm_[a-z_]+)`", (DOCS / "how-to" / "prometheus.md").read_text()))
         assert listed, "the Prometheus page lists no metric"
         missing = sorted(name for name in listed if not re.search(rf"^{name}[{{ ]", scrape, flags=re.M))
