@@ -16,7 +16,7 @@ the daemons' main threads.
 
 :func:`warn_if_open` is the one WARNING line each daemon logs at start when it listens beyond
 loopback with security off (Nimbus, UI, log viewer, worker, dev ZooKeeper), saying what anyone
-who reaches the port can do and how to close it (README, "Security").
+who reaches the port can do and how to close it (docs/reference/security-settings.md).
 
 :class:`ThreadGuard` is the run-time counterpart: every framework thread of a worker (transfer
 send/receive, heartbeats, refresh, error reporter, executors) runs its body under one guard, so
@@ -142,7 +142,7 @@ def is_loopback(host: str | None) -> bool:
 
 
 #: What anyone who reaches a daemon's port can do with security off, and the setting that
-#: closes it: the text of :func:`warn_if_open` (README "Security" says the same).
+#: closes it: the text of :func:`warn_if_open` (docs/reference/security-settings.md says the same).
 EXPOSURES: dict[str, tuple[str, str]] = {
     "Nimbus": ("can submit a topology, whose code then runs on every supervisor, and kill or "
                "rebalance any topology", "storm.thrift.auth.secret.file"),
@@ -165,7 +165,7 @@ def warn_if_open(daemon: str, host: str | None, port: int, *, secured: bool) -> 
     exposes, secure_with = EXPOSURES[daemon]
     shown = "every interface" if host in (None, "", "*", "0.0.0.0", "::") else host
     log.warning("SECURITY: %s listens on %s port %d with security off: anyone who reaches it %s. "
-                "Set %s, or keep the port behind a firewall (README, \"Security\").",
+                "Set %s, or keep the port behind a firewall (docs/reference/security-settings.md).",
                 daemon, shown, port, exposes, secure_with)
     return True
 

@@ -1,6 +1,6 @@
 """The Trident tutorial: an exactly-once word count into SQLite, and every line into Parquet.
 
-    stormpy local docs/snippets/trident_wordcount.py --duration 20 -c wc.db=wc.db
+    stormpy local docs/snippets/trident_wordcount.py --duration 8 -c wc.db=wc.db
     python3 docs/snippets/trident_wordcount.py check wc.db
 
 Two partitions of a fixed text are emitted in batches of ``wc.per.batch`` lines; a batch's meta

@@ -13,7 +13,7 @@ counts start again while the coordinator's txids go on. So:
   ``topology.trident.state.allow.host.local`` (the storage is in fact shared).
 
 The check uses the supervisors registered at submit; a host that joins later is not seen, and
-its slots may then receive the topology's workers (documented in the README).
+its slots may then receive the topology's workers (docs/concepts/trident-state.md).
 """
 from __future__ import annotations
 

@@ -64,7 +64,7 @@ class SparkState(StateFactory):
     """Where and how a Trident stream's batches land in Spark (a path or a table).
 
     ``namespace`` (default: the topology name) goes into every file name, so several states or
-    topologies can share one output; txids must only grow within a namespace (see README).
+    topologies can share one output; txids must only grow within a namespace (docs/concepts/trident-state.md).
     """
 
     def __init__(self, path: str | None = None, format: str = "parquet", partition_by: Sequence[str] | str | None = None,

@@ -62,6 +62,12 @@ PAGES: dict[str, Page] = {
 NOT_RUN: dict[str, str] = {
     "how-to/multi-host.md": "needs several hosts; tests/cluster/test_hosts.py runs these daemons on network namespaces",
     "how-to/nimbus-ha.md": "needs several hosts; tests/cluster/test_nimbus_ha.py and test_hosts.py fail a leader over",
+    "how-to/dependencies.md": "needs a cluster and a package index; tests/cluster/test_cluster_requirements.py "
+                              "submits with -r and --wheels",
+    "reference/security-settings.md": "writes /etc/stormpy/certs; tests/test_tls_units.py runs these `stormpy certs` "
+                                      "commands in a scratch directory and loads the page's storm.yaml",
+    "reference/streamparse.md": "needs streamparse in a virtualenv of its own and Leiningen; "
+                                "tests/streamparse/test_real_sparse_cli.py runs these sparse commands (SPARSE_VENV)",
 }
 
 #: Never run: the test environment already has the package and its extras installed (by .ci/run).
@@ -136,6 +142,31 @@ def test_every_page_with_commands_is_run() -> None:
     assert not untested, f"pages whose commands no test runs (add them to PAGES): {untested}"
     gone = sorted((set(PAGES) | set(NOT_RUN)) - shown)
     assert not gone, f"PAGES/NOT_RUN name pages without commands: {gone}"
+
+
+def test_the_readme_links_into_the_site() -> None:
+    """The README is the front page: its links to the site's sources and other files resolve, and
+    it links every how-to, concept and reference page."""
+    readme = (REPO / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+)\)", readme)
+    missing = [t for t in targets if not t.startswith("http") and not (REPO / t).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
+    pages = {p.relative_to(REPO).as_posix() for p in doc_pages() if p.parent != DOCS}
+    unlinked = sorted(pages - set(targets))
+    assert not unlinked, f"README's Documentation list misses: {unlinked}"
+
+
+def test_the_cli_summary_names_every_command() -> None:
+    """The hand-written table of reference/cli.md (the generated reference follows it) lists every
+    command the CLI has, so a new command cannot be left out of the summary."""
+    from stormpy.cli import main
+
+    table = (DOCS / "reference" / "cli.md").read_text().split("```{eval-rst}", 1)[0]
+    named = set(re.findall(r"^\| `stormpy ([\w-]+)", table, flags=re.M))
+    named |= set(re.findall(r"` / `(?:stormpy )?([\w-]+) NAME`", table))
+    hidden = {name for name, command in main.commands.items() if getattr(command, "hidden", False)}
+    missing = sorted(set(main.commands) - named - hidden)
+    assert not missing, f"reference/cli.md's table misses: {missing}"
 
 
 def test_the_readme_example_runs(tmp_path: Path) -> None:
@@ -306,6 +337,10 @@ def test_page_commands_on_a_cluster(rel: str, tmp_path: Path) -> None:
     if rel == "tutorials/first-cluster.md":
         # The Prometheus page's families are what the tutorial's scrape holds.
         scrape = (root / "metrics.txt").read_text()
+        # Both supervisors run: the second one's command (its own dirs, slots and log viewer port)
+        # works as written; a page that drops e.g. its logviewer.port makes it refuse to start.
+        assert re.search(r"^storm_cluster_supervisors 2(\.0)?$", scrape, flags=re.M), \
+            "the tutorial's second supervisor is not running:\n" + (root / "supervisor-2.out").read_text()[-3000:]
         listed = set(re.findall(r"`(storm_[a-z_]+)`", (DOCS / "how-to" / "prometheus.md").read_text()))
         assert listed, "the Prometheus page lists no metric"
         missing = sorted(name for name in listed if not re.search(rf"^{name}[{{ ]", scrape, flags=re.M))

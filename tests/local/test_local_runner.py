@@ -145,9 +145,12 @@ def test_component_that_crash_loops_fails_the_run_and_healthy_ones_are_not_blame
     assert not any("component good" in line or "component sink" in line for line in proc.lines)
 
 
-def test_readme_writing_a_topology_example_runs_as_written(run_local, tmp_path: Path) -> None:
+def test_readme_topology_example_runs_as_written(run_local, tmp_path: Path) -> None:
+    """The README's example ("## A topology") runs under the name its text gives it, and acks."""
     readme = (REPO / "README.md").read_text()
-    code = readme.split("## Writing a topology", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    section = readme.split("\n## A topology\n", 1)[1]
+    code = section.split("```python", 1)[1].split("```", 1)[0]
+    assert "stormpy local my_wordcount.py" in section
     topo = tmp_path / "my_wordcount.py"
     topo.write_text(code)
     proc = run_local(str(topo), "--duration", "3")
