@@ -2,9 +2,9 @@
 
 The per-tuple path is :class:`stormpy.task.drivers.TupleDriver` (one Tuple and one
 ``process`` call per message) and the bolt's ``emit`` (``stormpy.task.emit``): no locks, no
-per-tuple queue operations. Acks are XOR-combined per root id in ``pending_acks`` and become
-``__ack_ack`` messages when the outbox is flushed (XOR is associative, so the acker reaches
-the same value). Which driver a task gets is the component's choice (``Bolt.make_driver``).
+per-tuple queue operations. Acks are XOR-combined per root id by the executor's
+``TupleTrees`` (``stormpy.task.tree``) and become ``__ack_ack`` messages when the outbox is
+flushed (XOR is associative, so the acker reaches the same value). Which driver a task gets is the component's choice (``Bolt.make_driver``).
 """
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from queue import Empty
 from typing import Any
 
-from stormpy.streams import ACK_ACK, ACK_FAIL, SYSTEM_COMPONENT, TICK
-from stormpy.task.emit import bolt_place, make_emit
+from stormpy.streams import SYSTEM_COMPONENT, TICK
+from stormpy.task.emit import make_emit
 from stormpy.task.executor import Executor, TaskBase
+from stormpy.task.tree import bolt_place, fast_bolt_emit
 from stormpy.task.tuple import Tuple, values_class
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ class BoltTask(TaskBase):
         self.auto_anchor = True
         self.driver: Any = None
         self.process_tick: Any = None
-        self.emit = make_emit(self, bolt_place(self), starts_trees=False)
+        self.emit = make_emit(self, bolt_place(self), fast_bolt_emit, starts_trees=False)
 
     @contextmanager
     def anchored(self, tups: Iterable[Any]) -> Iterator[None]:
@@ -81,30 +82,24 @@ class BoltTask(TaskBase):
         self.held.pop(id(tup), None)
         return tup
 
-    def ack(self, tup: Tuple) -> None:
-        tup = self._settle(tup)
-        if tup is None:
+    def ack(self, tup: Tuple | Any) -> None:
+        settled = self._settle(tup)
+        if settled is None:
             return
-        anchors = tup._anchors
-        ex = self.executor
-        if anchors is not None and ex.num_ackers:
-            pending = ex.pending_acks
-            val = tup._ack_val
-            for root, edge in anchors.items():
-                pending[root] = pending.get(root, 0) ^ edge ^ val
-        skey = tup._skey or (tup.component, tup.stream)
-        ex.stats.acked[skey] += 1
-        if tup._recv:
-            ex.stats.add_latency(ex.stats.process_ms, skey, (time.monotonic() - tup._recv) * 1000.0)
+        self.trees.settle(settled._anchors, settled._ack_val)
+        stats = self.executor.stats
+        skey = settled._skey or (settled.component, settled.stream)
+        stats.acked[skey] += 1
+        if settled._recv:
+            stats.add_latency(stats.process_ms, skey, (time.monotonic() - settled._recv) * 1000.0)
 
     def ack_many(self, tups: Iterable[Tuple]) -> None:
-        """``ack`` for a whole batch of Tuples (batching bolts): one pass, acks XOR-combined per
-        root locally and the stats counted once per (component, stream) run."""
-        ex = self.executor
-        pending = ex.pending_acks
-        trees = bool(ex.num_ackers)
+        """``ack`` for a whole batch of Tuples (batching bolts): acks XOR-combined per root and
+        the stats counted once per (component, stream) run."""
+        stats = self.executor.stats
         held_pop = self.held.pop
-        acked = ex.stats.acked
+        acked = stats.acked
+        fresh: list[Tuple] = []
         skey: Any = None
         run = 0
         for tup in tups:
@@ -112,11 +107,7 @@ class BoltTask(TaskBase):
                 continue
             tup._done = True
             held_pop(id(tup), None)
-            anchors = tup._anchors
-            if anchors is not None and trees:
-                val = tup._ack_val
-                for root, edge in anchors.items():
-                    pending[root] = pending.get(root, 0) ^ edge ^ val
+            fresh.append(tup)
             key = tup._skey or (tup.component, tup.stream)
             if key != skey:
                 if run:
@@ -124,23 +115,17 @@ class BoltTask(TaskBase):
                 skey, run = key, 0
             run += 1
             if tup._recv:  # a sampled tuple: its process latency spans its wait in the batch
-                ex.stats.add_latency(ex.stats.process_ms, key, (time.monotonic() - tup._recv) * 1000.0)
+                stats.add_latency(stats.process_ms, key, (time.monotonic() - tup._recv) * 1000.0)
         if run:
             acked[skey] += run
+        self.trees.settle_tuples(fresh)
 
-    def fail(self, tup: Tuple) -> None:
-        tup = self._settle(tup)
-        if tup is None:
+    def fail(self, tup: Tuple | Any) -> None:
+        settled = self._settle(tup)
+        if settled is None:
             return
-        self._fail_roots(tup._anchors)
-        self.executor.stats.failed[tup._skey or (tup.component, tup.stream)] += 1
-
-    def _fail_roots(self, anchors: dict[int, int] | None) -> None:
-        ex = self.executor
-        if anchors is not None and ex.num_ackers:
-            for root in anchors:
-                ex.pending_acks.pop(root, None)
-                ex.outbox.add(ex.acker_tasks[root % ex.num_ackers], (ACK_FAIL, self.task_id, [root], None))
+        self.trees.fail_roots(settled._anchors, self.task_id)
+        self.executor.stats.failed[settled._skey or (settled.component, settled.stream)] += 1
 
     def send(self, dest: int, message: Any) -> None:
         """Queue a ready-made message for task ``dest`` (framework bolts: the acker's answers)."""
@@ -148,19 +133,24 @@ class BoltTask(TaskBase):
 
     def ack_message(self, message: Any) -> None:
         """Settle a raw message's edges (and those emitted anchored to it, already combined)."""
-        anchors = message[3]
+        self.trees.settle(message[3])
         ex = self.executor
-        if anchors is not None and ex.num_ackers:
-            pending = ex.pending_acks
-            for root, edge in anchors.items():
-                pending[root] = pending.get(root, 0) ^ edge
         ex.stats.acked[ex.stats_key(message)] += 1
 
     def fail_message(self, message: Any) -> None:
         """Fail the trees of a raw message at once."""
-        self._fail_roots(message[3])
+        self.trees.fail_roots(message[3], self.task_id)
         ex = self.executor
         ex.stats.failed[ex.stats_key(message)] += 1
+
+    @contextmanager
+    def processing(self, tup: Tuple) -> Iterator[None]:
+        """Within the block ``tup`` is the tuple in hand (see the component contract); on an
+        exception it stays in hand, so the crash handler fails it."""
+        previous = self.current
+        self.current = tup
+        yield
+        self.current = previous
 
     def on_crash(self) -> None:
         """Fail the tuple in hand, held tuples and what the driver holds (they replay)."""
@@ -191,7 +181,6 @@ class BoltExecutor(Executor):
 
     def __init__(self, runtime: Any, start: int, end: int) -> None:
         super().__init__(runtime, start, end)
-        self.pending_acks: dict[int, int] = {}
         self._dropped: dict[tuple[str, int], int] = {}
         self.backlog_dropped = 0   # messages for down tasks failed beyond the bound
         self._slice = _MAX_SLICE
@@ -234,30 +223,6 @@ class BoltExecutor(Executor):
     def stats_key(self, message: Any) -> tuple[str, str]:
         """(source component, stream) of a raw message, for the acked/failed counters."""
         return (self.plan.task_component.get(message[1], "?"), message[0])
-
-    def _has_acks(self) -> bool:
-        return bool(self.pending_acks)
-
-    def _flush_acks(self) -> None:
-        pending = self.pending_acks
-        if not pending:
-            return
-        # One message per acker task, ``[root, value, root, value, ...]``: a tree's acks
-        # from this executor are already combined, and so are the trees of this flush.
-        ackers = self.acker_tasks
-        n = self.num_ackers
-        per_acker: list[list[int]] = [[] for _ in range(n)]
-        for root, val in pending.items():
-            if val:
-                values = per_acker[root % n]
-                values.append(root)
-                values.append(val)
-        pending.clear()
-        add = self.outbox.add
-        src = self.start_task
-        for acker, values in zip(ackers, per_acker):
-            if values:
-                add(acker, (ACK_ACK, src, values, None))
 
     def before_close_tasks(self) -> None:
         """Each task's driver hands over held-back work (batching bolts run their batches)."""

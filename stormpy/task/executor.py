@@ -35,6 +35,7 @@ from stormpy.task.emit import Outbox
 from stormpy.task.grouping import build_routes
 from stormpy.task.settings import ExecutorSettings
 from stormpy.task.stats import ExecutorStats
+from stormpy.task.tree import TupleTrees
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +94,16 @@ class Timer:
 
 
 class TaskBase:
-    """One task of an executor: its component instance and the calls the component makes."""
+    """One task of an executor: its component instance and the calls the component makes.
+
+    Subclasses implement the component contract (``stormpy.api.contract``): what a component
+    may call here is written there; the rest of a task is the executor's business.
+    """
 
     def __init__(self, executor: "Executor", task_id: int) -> None:
         self.executor = executor
+        #: The executor's tuple-tree arithmetic (``stormpy.task.tree``), shared by its tasks.
+        self.trees = executor.trees
         self.task_id = task_id
         self.component_id = executor.component_id
         self.component: Any = None
@@ -113,6 +120,10 @@ class TaskBase:
 
     def report_error(self, text: str) -> None:
         self.executor.report_error(self.task_id, text)
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on this task's executor thread (any thread may call it)."""
+        self.executor.call_soon(fn)
 
     def mark_reported(self, exc: BaseException) -> None:
         """``raise_exception`` already reported ``exc``: the crash handler must not repeat it."""
@@ -153,6 +164,7 @@ class Executor:
         self.overloaded = False
         self.name = f"{self.component_id}[{start}-{end}]"
         self.outbox = Outbox(runtime.transfer.send, self.settings.transfer_batch_size, self.name)
+        self.trees = TupleTrees(self.outbox, self.acker_tasks, start)
         self._last_flush = time.monotonic()
         self.stats = ExecutorStats(self.kind)
         self.stats.metric_sources.append(ReceiveQueueMetrics(self))
@@ -321,21 +333,15 @@ class Executor:
 
     # ------------------------------------------------------------ outbox
     def flush(self) -> None:
-        """Hand every partly filled batch to the transfer (and combined acks first)."""
-        self._flush_acks()
+        """Hand every partly filled batch to the transfer (bolts' combined acks first)."""
+        self.trees.flush()
         self.outbox.flush()
         self._last_flush = time.monotonic()
 
-    def _flush_acks(self) -> None:
-        """Bolt executors turn their combined acks into messages here."""
-
     def _flush_if_due(self, now: float) -> None:
-        if (self.outbox or self._has_acks()) and (now - self._last_flush >= self.settings.flush_interval_secs
-                                                  or self.queue.empty()):
+        if (self.outbox or self.trees.has_acks()) and (now - self._last_flush >= self.settings.flush_interval_secs
+                                                       or self.queue.empty()):
             self.flush()
-
-    def _has_acks(self) -> bool:
-        return False
 
     # ------------------------------------------------------------ task lifecycle
     def report_error(self, task_id: int, text: str) -> None:

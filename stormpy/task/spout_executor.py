@@ -1,8 +1,8 @@
 """Spout executors: call ``next_tuple`` while active, track pending tuple trees, run ack/fail.
 
-A spout emit with ``tup_id`` starts a tuple tree: a random 64-bit root id, a random edge id
-per receiving task, and an ``__ack_init(root, xor of edges, spout task)`` message to the
-acker task ``acker_tasks[root % n]``. The pending map (root -> tup_id, start time, stream) is
+A spout emit with ``tup_id`` starts a tuple tree (``stormpy.task.tree``): a random 64-bit
+root id, a random edge id per receiving task, and an ``__ack_init(root, xor of edges, spout
+task)`` message to the acker task ``acker_tasks[root % n]``. The pending map (root -> tup_id, start time, stream) is
 a RotatingMap, so the spout times its own trees out (``topology.message.timeout.secs``) even
 when an acker never heard of them, as Storm does. With ``topology.acker.executors: 0`` (or no
 subscribers) a tracked emit is acked as soon as ``next_tuple`` returns.
@@ -31,8 +31,9 @@ from typing import Any
 
 from stormpy.rotating_map import RotatingMap
 from stormpy.streams import ACK_ACK, ACK_FAIL
-from stormpy.task.emit import make_emit, spout_place
+from stormpy.task.emit import make_emit
 from stormpy.task.executor import Executor, TaskBase
+from stormpy.task.tree import fast_spout_emit, spout_place
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,11 @@ class SpoutTask(TaskBase):
         self.ack_now: list[tuple[Any, str]] = []
         self.emit_count = 0
         self.next_tuple: Any = None
-        self.emit = make_emit(self, spout_place(self), starts_trees=True)
+        self.emit = make_emit(self, spout_place(self), fast_spout_emit, starts_trees=True)
+
+    def pending_count(self) -> int:
+        """Tuple trees of this task in flight (Storm's ``getPendingCount``)."""
+        return len(self.pending_live)
 
     def on_crash(self) -> None:
         """The instance that knew these tup_ids is gone: its trees are dropped, not failed.
