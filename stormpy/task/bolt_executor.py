@@ -37,6 +37,7 @@ class BoltTask(TaskBase):
 
     def __init__(self, executor: "BoltExecutor", task_id: int) -> None:
         super().__init__(executor, task_id)
+        self.executor: BoltExecutor = executor
         self.current: Tuple | None = None
         #: Set by ``Bolt.anchored(tups)``: emits without explicit anchors anchor to these.
         self.batch_anchors: list[Any] | None = None
@@ -173,7 +174,7 @@ class BoltTask(TaskBase):
         self.batch_anchors = None
 
 
-class BoltExecutor(Executor):
+class BoltExecutor(Executor[BoltTask]):
     """Runs bolt tasks: batches in, each task's driver, batches out."""
 
     kind = "bolt"

@@ -323,7 +323,7 @@ class BatchingBolt(Bolt):
     batch_size: int | None = None
 
     @property
-    def timer_interval_secs(self) -> float | None:  # type: ignore[override]
+    def timer_interval_secs(self) -> float | None:
         """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only);
         a value the user assigns wins."""
         if "_timer_interval_secs" in vars(self):

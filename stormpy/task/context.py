@@ -12,7 +12,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
-class TopologyContext(dict):
+class TopologyContext(dict[str, Any]):
     """Task id, component id and the topology's task layout, as seen by one task."""
 
     def __init__(self, plan: Any, component_id: str, task_id: int, worker_tasks: set[int],

@@ -95,18 +95,14 @@ class TupleDriver(Driver):
         stats.add_latency(stats.execute_ms, tup._skey, (time.monotonic() - start) * 1000.0)
 
     def on_messages(self, messages: list[Any]) -> None:
-        task, ex = self.task, self.executor
-        process, auto_ack, held = self.process, self.auto_ack, task.held
-        tracked = bool(self.trees.num_ackers)
-        stats = ex.stats
-        now = time.monotonic()
-        sample = ex.sample_countdown
+        task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
+        tracked, stats = bool(self.trees.num_ackers), ex.stats
+        now, sample = time.monotonic(), ex.sample_countdown
         acked: list[Tuple] = []
-        index = 0
         # executed/acked are counted per run of equal stats keys, not per tuple; a batch usually
         # comes from one source task on one stream, so the lookup is redone only on a change.
         cur_key: Any = None
-        n_exec = n_ack = 0
+        n_exec = n_ack = index = 0
         last_src: Any = None
         last_stream: Any = None
         component_id: Any = None
@@ -165,7 +161,7 @@ class BatchingDriver(TupleDriver):
         self.component = component
 
     def pending(self) -> list[Any]:
-        return self.component.pending_tuples()
+        return list(self.component.pending_tuples())
 
     def before_close(self) -> None:
         self.component.flush_batches()
@@ -191,7 +187,7 @@ class RawBatchDriver(Driver):
     def __init__(self, on_batch: Callable[[list[Any]], None],
                  pending: Callable[[], list[Any]] | None = None,
                  before_close: Callable[[], None] | None = None) -> None:
-        self.on_messages = on_batch  # type: ignore[method-assign]
+        self.on_messages = on_batch  # type: ignore[method-assign,assignment]
         self._pending = pending
         self._before_close = before_close
 

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: ``(stream, src_task, values, anchors)``; anchors is None or {root id: edge id}.
-Message = tuple[str, int, Any, "dict[int, int] | None"]
+Message = tuple[str, int, Any, dict[int, int] | None]
 
 
 class EmitError(ValueError):
@@ -54,7 +54,7 @@ class Outbox:
 
     __slots__ = ("boxes", "batch_size", "_send", "_name")
 
-    def __init__(self, send: Callable[[int, list], None], batch_size: int, name: str) -> None:
+    def __init__(self, send: Callable[[int, list[Message]], None], batch_size: int, name: str) -> None:
         self.boxes: defaultdict[int, list[Message]] = defaultdict(list)
         self.batch_size = batch_size
         self._send = send

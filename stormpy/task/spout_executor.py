@@ -50,6 +50,7 @@ class SpoutTask(TaskBase):
 
     def __init__(self, executor: "SpoutExecutor", task_id: int) -> None:
         super().__init__(executor, task_id)
+        self.executor: SpoutExecutor = executor
         self.pending: RotatingMap[int, list[Any]] = RotatingMap(_TIMEOUT_BUCKETS)
         self.pending_live = self.pending.live()  # len() and pop() of it on the hot paths
         self.ack_now: list[tuple[Any, str]] = []
@@ -71,7 +72,7 @@ class SpoutTask(TaskBase):
         self.ack_now.clear()
 
 
-class SpoutExecutor(Executor):
+class SpoutExecutor(Executor[SpoutTask]):
     """Runs spout tasks: the next_tuple loop, acker answers and timeouts."""
 
     kind = "spout"
@@ -295,11 +296,12 @@ class SpoutExecutor(Executor):
             if not emitted:
                 # Idle, throttled or inactive: sleep, but wake at once for acker answers.
                 timeout = sleep_secs if self.active else min(0.05, max(next_timer - now, 0.001))
+                waited: tuple[int | None, Any] | None
                 try:
-                    item = queue.get(timeout=timeout)
+                    waited = queue.get(timeout=timeout)
                 except Empty:
-                    item = None
+                    waited = None
                 if throttled:
                     self.flow["throttled_ms"] += (time.monotonic() - now) * 1000.0
-                if item is not None:
-                    self._take(item)
+                if waited is not None:
+                    self._take(waited)
