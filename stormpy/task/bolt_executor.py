@@ -221,6 +221,19 @@ class BoltExecutor(Executor[BoltTask]):
         task.process_tick = component.process_tick
         task.driver = component.make_driver(task)
 
+    def source_info(self, task: BoltTask, message: Any) -> tuple[str, type, tuple[str, str]] | None:
+        """(component, values class, stats key) of a message's (source task, stream), or None
+        for a message on no subscribed stream (then handed to ``on_system_message``)."""
+        stream, src = message[0], message[1]
+        fast = self.single_stream.get(src)
+        if fast is not None and fast[0] == stream:
+            return fast[1], fast[2], fast[3]
+        by_src = self.by_stream.get(stream)
+        info = by_src.get(src) if by_src is not None else None
+        if info is None:
+            self.on_system_message(task, message)
+        return info
+
     def stats_key(self, message: Any) -> tuple[str, str]:
         """(source component, stream) of a raw message, for the acked/failed counters."""
         return (self.plan.task_component.get(message[1], "?"), message[0])

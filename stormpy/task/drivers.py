@@ -30,7 +30,6 @@ from stormpy.task.tuple import ReceivedTuple, Tuple
 if TYPE_CHECKING:
     from stormpy.api.contract import BoltOutputCollector
     from stormpy.task.bolt_executor import BoltTask
-    from stormpy.task.emit import Message
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +59,9 @@ class TupleDriver(Driver):
     """One Tuple and one ``process`` call per message; acks settled once per batch.
 
     No locks and no per-tuple queue operations: per message one Tuple and, with ``auto_ack``,
-    one list append; the batch's acked tuples are settled together by the executor's
-    ``TupleTrees`` (consecutive tuples of one tree, like a sentence's words, combine without
-    touching its dict).
+    its anchors and ack value appended to two lists; the batch's acks are settled together by
+    the executor's ``TupleTrees`` (``settle_runs``: consecutive tuples of one tree, like a
+    sentence's words, combine without touching its dict).
     """
 
     def __init__(self, task: BoltOutputCollector, component: Any, auto_ack: bool | None = None) -> None:
@@ -71,20 +70,6 @@ class TupleDriver(Driver):
         self.trees = self.task.trees
         self.process: Callable[[Tuple], None] = component.process
         self.auto_ack = bool(component.auto_ack) if auto_ack is None else auto_ack
-
-    def _lookup(self, message: Message) -> tuple[str, type, tuple[str, str]] | None:
-        """(component, values class, stats key) of a message's (source task, stream), or None
-        for a message on no subscribed stream (handed to ``on_system_message``)."""
-        stream, src = message[0], message[1]
-        ex = self.executor
-        fast = ex.single_stream.get(src)
-        if fast is not None and fast[0] == stream:
-            return fast[1], fast[2], fast[3]
-        by_src = ex.by_stream.get(stream)
-        info = by_src.get(src) if by_src is not None else None
-        if info is None:
-            ex.on_system_message(self.task, message)
-        return info
 
     def _process_sampled(self, tup: Tuple, received: float) -> None:
         """``process`` one tuple of the sampled ones, timing it (execute latency)."""
@@ -98,7 +83,9 @@ class TupleDriver(Driver):
         task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
         tracked, stats = bool(self.trees.num_ackers), ex.stats
         now, sample = time.monotonic(), ex.sample_countdown
-        acked: list[Tuple] = []
+        acked: list[dict[int, int]] = []   # anchors and ack values of the acked tuples,
+        vals: list[int] = []                # settled together at the end of the batch
+        acked_anchors, acked_vals = acked.append, vals.append
         # executed/acked are counted per run of equal stats keys, not per tuple; a batch usually
         # comes from one source task on one stream, so the lookup is redone only on a change.
         cur_key: Any = None
@@ -111,7 +98,7 @@ class TupleDriver(Driver):
             for index, message in enumerate(messages):
                 stream, src, values, anchors = message
                 if src != last_src or stream != last_stream:
-                    info = self._lookup(message)
+                    info = ex.source_info(task, message)
                     if info is None:
                         last_src = None  # the locals no longer match last_src
                         continue
@@ -135,7 +122,8 @@ class TupleDriver(Driver):
                     tup._done = True
                     n_ack += 1
                     if anchors is not None and tracked:
-                        acked.append(tup)
+                        acked_anchors(anchors)
+                        acked_vals(tup._ack_val)
                     if tup._recv:
                         stats.add_latency(stats.process_ms, cur_key, (time.monotonic() - now) * 1000.0)
                 else:
@@ -148,7 +136,7 @@ class TupleDriver(Driver):
             raise
         finally:
             if acked:
-                self.trees.settle_tuples(acked)
+                self.trees.settle_runs(acked, vals)
             ex.sample_countdown = sample
             ex.count(cur_key, n_exec, n_ack)
 

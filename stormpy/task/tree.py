@@ -107,17 +107,35 @@ class TupleTrees:
                 pending[root] = pending.get(root, 0) ^ edge ^ ack_val
 
     def settle_tuples(self, tups: Iterable[Tuple]) -> None:
-        """``settle`` for a run of Tuples; consecutive tuples of one root combine in locals."""
+        """``settle`` for a batch of Tuples (batching bolts' ``ack_many``)."""
+        anchors_list: list[Anchors] = []
+        vals: list[int] = []
+        for tup in tups:
+            if tup._anchors is not None:
+                anchors_list.append(tup._anchors)
+                vals.append(tup._ack_val)
+        self.settle_runs(anchors_list, vals)
+
+    def settle_runs(self, anchors_list: list[Anchors], vals: list[int]) -> None:
+        """``settle`` for the acked tuples of a received batch, given as their anchors and ack
+        values (the driver keeps these, not the Tuples: holding a batch's Tuples alive until
+        the end of the batch measured 25% more per tuple). Consecutive tuples of one root (a
+        sentence's words) combine in locals; the dict is touched when the root changes."""
         if not self.num_ackers:
             return
         pending = self.pending
         run_root: int | None = None
         run_val = 0
-        for tup in tups:
-            anchors = tup._anchors
-            if anchors is None:
+        for anchors, val in zip(anchors_list, vals):
+            if len(anchors) == 1:   # one root, the common case: no items() iterator
+                (root,) = anchors
+                if root == run_root:
+                    run_val ^= anchors[root] ^ val
+                    continue
+                if run_root is not None:
+                    pending[run_root] = pending.get(run_root, 0) ^ run_val
+                run_root, run_val = root, anchors[root] ^ val
                 continue
-            val = tup._ack_val
             for root, edge in anchors.items():
                 if root == run_root:
                     run_val ^= edge ^ val

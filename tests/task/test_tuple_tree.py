@@ -152,3 +152,37 @@ def test_a_bolt_tree_completes_only_when_the_emitted_tuples_are_acked() -> None:
     assert [m[2][0] for m in children] == ["a", "b"]
     assert ledger.ack(root, children[0][3][root]) is None
     assert ledger.ack(root, children[1][3][root]) == (ACKED, 1)
+
+
+def _settled_by(driver: bool, messages: list[Any]) -> dict[int, int]:
+    """The combined acks of the count bolt after it acked ``messages``: through its driver
+    (auto-ack, settled per batch in runs) or one ``ack`` call per tuple."""
+    runtime, _recorder = _runtime()
+    ex: BoltExecutor = _executor(runtime, "count")
+    task = BoltTask(ex, ex.start_task)
+    ex.tasks[task.task_id] = task
+    ex._start_task(task)
+    assert task.component is not None, "the Count bolt starts"
+    if driver:
+        task.driver.on_messages(messages)
+    else:
+        split_task = runtime.plan.components["split"].tasks[0]
+        for stream, src, values, anchors in messages:
+            assert src == split_task
+            task.ack(ReceivedTuple("split", stream, src, values, anchors, ("split", stream)))
+    return dict(ex.trees.pending)
+
+
+def test_the_driver_settles_a_batch_as_acking_each_tuple_would() -> None:
+    random.seed(1)
+    runtime, _recorder = _runtime()
+    src = runtime.plan.components["split"].tasks[0]
+    roots = [random.getrandbits(64) for _ in range(4)]
+    anchors: list[dict[int, int] | None] = []
+    for root in roots[:3]:            # runs of one root (a sentence's words) ...
+        anchors += [{root: random.getrandbits(64)} for _ in range(3)]
+    anchors += [None, {roots[0]: 5, roots[3]: 6}, {roots[1]: 7}, {roots[3]: 8}]   # ... and the rest
+    messages = [(DEFAULT_STREAM, src, [f"w{i}"], a) for i, a in enumerate(anchors)]
+    by_driver = _settled_by(driver=True, messages=messages)
+    assert by_driver == _settled_by(driver=False, messages=messages)
+    assert set(by_driver) == set(roots)
