@@ -13,13 +13,17 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from queue import Empty
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stormpy.streams import SYSTEM_COMPONENT, TICK
-from stormpy.task.emit import make_emit
+from stormpy.task.drivers import Driver
+from stormpy.task.emit import Message, make_emit
 from stormpy.task.executor import Executor, TaskBase
 from stormpy.task.tree import bolt_place, fast_bolt_emit
 from stormpy.task.tuple import Tuple, values_class
+
+if TYPE_CHECKING:
+    from stormpy.task.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +49,8 @@ class BoltTask(TaskBase):
         self.backlog: list[list[Any]] = []
         self.backlog_held = 0      # messages of ``backlog`` counted in the executor's ``queued``
         self.auto_anchor = True
-        self.driver: Any = None
-        self.process_tick: Any = None
+        self.driver: Any = None          # Driver, set by _bind
+        self.process_tick: Any = None    # the component's process_tick, set by _bind
         self.emit = make_emit(self, bolt_place(self), fast_bolt_emit, starts_trees=False)
 
     @contextmanager
@@ -128,17 +132,17 @@ class BoltTask(TaskBase):
         self.trees.fail_roots(settled._anchors, self.task_id)
         self.executor.stats.failed[settled._skey or (settled.component, settled.stream)] += 1
 
-    def send(self, dest: int, message: Any) -> None:
+    def send(self, dest: int, message: Message) -> None:
         """Queue a ready-made message for task ``dest`` (framework bolts: the acker's answers)."""
         self.executor.outbox.add(dest, message)
 
-    def ack_message(self, message: Any) -> None:
+    def ack_message(self, message: Message) -> None:
         """Settle a raw message's edges (and those emitted anchored to it, already combined)."""
         self.trees.settle(message[3])
         ex = self.executor
         ex.stats.acked[ex.stats_key(message)] += 1
 
-    def fail_message(self, message: Any) -> None:
+    def fail_message(self, message: Message) -> None:
         """Fail the trees of a raw message at once."""
         self.trees.fail_roots(message[3], self.task_id)
         ex = self.executor
@@ -180,7 +184,7 @@ class BoltExecutor(Executor[BoltTask]):
     kind = "bolt"
     task_class = BoltTask
 
-    def __init__(self, runtime: Any, start: int, end: int) -> None:
+    def __init__(self, runtime: WorkerRuntime, start: int, end: int) -> None:
         super().__init__(runtime, start, end)
         self._dropped: dict[tuple[str, int], int] = {}
         self.backlog_dropped = 0   # messages for down tasks failed beyond the bound
@@ -221,7 +225,7 @@ class BoltExecutor(Executor[BoltTask]):
         task.process_tick = component.process_tick
         task.driver = component.make_driver(task)
 
-    def source_info(self, task: BoltTask, message: Any) -> tuple[str, type, tuple[str, str]] | None:
+    def source_info(self, task: BoltTask, message: Message) -> tuple[str, type, tuple[str, str]] | None:
         """(component, values class, stats key) of a message's (source task, stream), or None
         for a message on no subscribed stream (then handed to ``on_system_message``)."""
         stream, src = message[0], message[1]
@@ -234,7 +238,7 @@ class BoltExecutor(Executor[BoltTask]):
             self.on_system_message(task, message)
         return info
 
-    def stats_key(self, message: Any) -> tuple[str, str]:
+    def stats_key(self, message: Message) -> tuple[str, str]:
         """(source component, stream) of a raw message, for the acked/failed counters."""
         return (self.plan.task_component.get(message[1], "?"), message[0])
 
@@ -293,7 +297,7 @@ class BoltExecutor(Executor[BoltTask]):
             return
         self._on_slices(task, driver, messages)
 
-    def _on_slices(self, task: BoltTask, driver: Any, messages: list[Any]) -> None:
+    def _on_slices(self, task: BoltTask, driver: Driver, messages: list[Message]) -> None:
         """A batch larger than the current slice: hand it over in slices, flushing in between."""
         index, n = 0, len(messages)
         while index < n:
@@ -385,7 +389,7 @@ class BoltExecutor(Executor[BoltTask]):
             if acked:
                 self.stats.acked[key] += acked
 
-    def on_system_message(self, task: BoltTask, message: Any) -> None:
+    def on_system_message(self, task: BoltTask, message: Message) -> None:
         """A message on no subscribed stream: a tick from the wire, else dropped with a warning."""
         stream = message[0]
         if stream == TICK:

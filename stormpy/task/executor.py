@@ -27,16 +27,19 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from queue import SimpleQueue
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from stormpy.serialization import from_conf
 from stormpy.task.component import Component
 from stormpy.task.context import TopologyContext
-from stormpy.task.emit import Outbox
+from stormpy.task.emit import Message, Outbox
 from stormpy.task.grouping import build_routes
 from stormpy.task.settings import ExecutorSettings
 from stormpy.task.stats import ExecutorStats
 from stormpy.task.tree import EmitFn, TupleTrees
+
+if TYPE_CHECKING:
+    from stormpy.task.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +110,10 @@ class TaskBase:
     def __init__(self, executor: "Executor[Any]", task_id: int) -> None:
         self.executor = executor
         #: The executor's tuple-tree arithmetic (``stormpy.task.tree``), shared by its tasks.
-        self.trees = executor.trees
+        self.trees: TupleTrees = executor.trees
         self.task_id = task_id
         self.component_id = executor.component_id
-        self.component: Any = None
+        self.component: Any = None       # the Spout or Bolt instance; None while the task is down
         runtime = executor.runtime
         self.context = TopologyContext(executor.plan, executor.component_id, task_id,
                                        runtime.local_tasks, runtime.host, runtime.port,
@@ -150,7 +153,7 @@ class Executor(Generic[TaskT]):
     kind = "bolt"
     task_class: type[TaskT]
 
-    def __init__(self, runtime: Any, start: int, end: int) -> None:
+    def __init__(self, runtime: WorkerRuntime, start: int, end: int) -> None:
         self.runtime = runtime
         self.plan = runtime.plan
         self.start_task, self.end_task = start, end
@@ -171,7 +174,7 @@ class Executor(Generic[TaskT]):
         self.overloaded = False
         self.name = f"{self.component_id}[{start}-{end}]"
         self.outbox = Outbox(runtime.transfer.send, self.settings.transfer_batch_size, self.name)
-        self.trees = TupleTrees(self.outbox, self.acker_tasks, start)
+        self.trees: TupleTrees = TupleTrees(self.outbox, self.acker_tasks, start)
         self._last_flush = time.monotonic()
         self.stats = ExecutorStats(self.kind)
         self.stats.metric_sources.append(ReceiveQueueMetrics(self))
@@ -332,7 +335,7 @@ class Executor(Generic[TaskT]):
         except Exception as exc:  # framework code, not the component: user code is guarded inside
             self._framework_error(task, exc, "receive (framework)")
 
-    def _on_messages(self, task: Any, messages: list[Any]) -> None:
+    def _on_messages(self, task: TaskT, messages: list[Message]) -> None:
         raise RuntimeError("executor subclasses handle messages")
 
     def _loop(self) -> None:

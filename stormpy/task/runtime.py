@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from stormpy.task.bolt_executor import BoltExecutor
-from stormpy.topology.plan import ExecutorRange
+from stormpy.topology.plan import ExecutorRange, TopologyPlan
 from stormpy.task.executor import Executor
 from stormpy.task.settings import ExecutorSettings
 from stormpy.task.spout_executor import SpoutExecutor
@@ -96,7 +96,7 @@ class LoggingReporter:
 class WorkerRuntime:
     """Executors for a set of task ranges of one topology plan."""
 
-    def __init__(self, plan: Any, executors: Iterable[ExecutorRange], transfer: Any, reporter: Any = None,
+    def __init__(self, plan: TopologyPlan, executors: Iterable[ExecutorRange], transfer: Any, reporter: Any = None,
                  host: str = "localhost", port: int = 0, pin_cpu: bool = False,
                  transactional_state: Any = None) -> None:
         self.plan = plan

@@ -27,13 +27,16 @@ from __future__ import annotations
 import logging
 import time
 from queue import Empty
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stormpy.rotating_map import RotatingMap
 from stormpy.streams import ACK_ACK, ACK_FAIL
 from stormpy.task.emit import make_emit
 from stormpy.task.executor import Executor, TaskBase
 from stormpy.task.tree import fast_spout_emit, spout_place
+
+if TYPE_CHECKING:
+    from stormpy.task.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ class SpoutTask(TaskBase):
         self.pending_live = self.pending.live()  # len() and pop() of it on the hot paths
         self.ack_now: list[tuple[Any, str]] = []
         self.emit_count = 0
-        self.next_tuple: Any = None
+        self.next_tuple: Any = None      # the component's next_tuple, set by _bind
         self.emit = make_emit(self, spout_place(self), fast_spout_emit, starts_trees=True)
 
     def pending_count(self) -> int:
@@ -78,7 +81,7 @@ class SpoutExecutor(Executor[SpoutTask]):
     kind = "spout"
     task_class = SpoutTask
 
-    def __init__(self, runtime: Any, start: int, end: int) -> None:
+    def __init__(self, runtime: WorkerRuntime, start: int, end: int) -> None:
         super().__init__(runtime, start, end)
         self.active = False
         settings = self.settings
