@@ -23,7 +23,11 @@ from stormpy.task.tree import bolt_place, fast_bolt_emit
 from stormpy.task.tuple import Tuple, values_class
 
 if TYPE_CHECKING:
+    from stormpy.api.contract import BoltOutputCollector
     from stormpy.task.runtime import WorkerRuntime
+
+    def _implements_the_contract(task: BoltTask) -> BoltOutputCollector:
+        return task   # mypy checks that a BoltTask is what the component contract says
 
 log = logging.getLogger(__name__)
 

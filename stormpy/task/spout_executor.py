@@ -36,7 +36,11 @@ from stormpy.task.executor import Executor, TaskBase
 from stormpy.task.tree import fast_spout_emit, spout_place
 
 if TYPE_CHECKING:
+    from stormpy.api.contract import SpoutOutputCollector
     from stormpy.task.runtime import WorkerRuntime
+
+    def _implements_the_contract(task: SpoutTask) -> SpoutOutputCollector:
+        return task   # mypy checks that a SpoutTask is what the component contract says
 
 log = logging.getLogger(__name__)
 
