@@ -67,6 +67,13 @@ class TupleTrees:
         self.pending: dict[int, int] = {}
 
     # ------------------------------------------------------------ start and extend
+    def start(self, targets: Sequence[int], stream: str, spout_task: int, values: list[Any]) -> int:
+        """Start a tree: a new root, one anchored message per target, ``__ack_init`` to the
+        root's acker. Returns the root (the spout task's pending map keeps it)."""
+        root = _getrandbits(64)
+        self.init(root, self.edges(targets, stream, spout_task, values, root), spout_task)
+        return root
+
     def edges(self, targets: Sequence[int], stream: str, src: int, values: list[Any], root: int) -> int:
         """One message per target anchored to ``{root: new edge}``; returns the XOR of the edges.
 
@@ -188,21 +195,16 @@ def spout_place(task: SpoutTask) -> Place:
     """
     trees = task.trees
     add_to_each = trees.outbox.add_to_each
-    edges = trees.edges
-    init = trees.init
+    start = trees.start
     tid = task.task_id
     num_ackers = trees.num_ackers
     pending_put = task.pending.put
     ack_now = task.ack_now
-    getrandbits = _getrandbits
     monotonic = time.monotonic
 
     def place(stream: str, values: list[Any], targets: Sequence[int], tup_id: Any, anchors: Any) -> None:
         if tup_id is not None and num_ackers and targets:
-            root = getrandbits(64)
-            val = edges(targets, stream, tid, values, root)
-            pending_put(root, [tup_id, monotonic(), stream])
-            init(root, val, tid)
+            pending_put(start(targets, stream, tid, values), [tup_id, monotonic(), stream])
         else:
             add_to_each(targets, (stream, tid, values, None))
             if tup_id is not None:
