@@ -12,13 +12,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from stormpy import Bolt, Grouping, Spout, Topology
+from stormpy import Bolt, Grouping, Spout, Topology, Tuple
 from stormpy.acker.ledger import ACKED, Ledger
 from stormpy.streams import ACK_ACK, ACK_INIT, DEFAULT_STREAM
 from stormpy.task.bolt_executor import BoltExecutor, BoltTask
 from stormpy.task.runtime import WorkerRuntime
 from stormpy.task.spout_executor import SpoutExecutor, SpoutTask
-from stormpy.task.tuple import ReceivedTuple
 from stormpy.topology.compile import compile_topology
 from stormpy.topology.plan import build_plan
 
@@ -63,6 +62,11 @@ def _executor(runtime: WorkerRuntime, component: str) -> Any:
     return next(e for e in runtime.executors.values() if e.component_id == component)
 
 
+def _received(component: str, src: int, values: list[Any], anchors: dict[int, int] | None) -> Tuple:
+    """A tuple as the bolt executor builds it for a received message."""
+    return Tuple(None, component, DEFAULT_STREAM, src, values, anchors, 0.0, (component, DEFAULT_STREAM))
+
+
 def _spout_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list[int]]:
     random.seed(seed)
     runtime, recorder = _runtime()
@@ -78,16 +82,15 @@ def _spout_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], lis
     return recorder.sent, sorted(task.pending_live)
 
 
-def _bolt_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list[ReceivedTuple]]:
+def _bolt_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list[Tuple]]:
     random.seed(seed)
     runtime, recorder = _runtime()
     ex: BoltExecutor = _executor(runtime, "split")
     task = BoltTask(ex, ex.start_task)
     spout_task = runtime.plan.components["spout"].tasks[0]
-    inputs = [ReceivedTuple("spout", DEFAULT_STREAM, spout_task, ["a b"], {random.getrandbits(64): random.getrandbits(64)},
-                            ("spout", DEFAULT_STREAM)),
-              ReceivedTuple("spout", DEFAULT_STREAM, spout_task, ["c d"], None, ("spout", DEFAULT_STREAM)),
-              ReceivedTuple("spout", DEFAULT_STREAM, spout_task, ["e f"], {1: 2, 3: 4}, ("spout", DEFAULT_STREAM))]
+    inputs = [_received("spout", spout_task, ["a b"], {random.getrandbits(64): random.getrandbits(64)}),
+              _received("spout", spout_task, ["c d"], None),
+              _received("spout", spout_task, ["e f"], {1: 2, 3: 4})]
     for tup in inputs:
         task.current = tup
         for word in tup.values[0].split():
@@ -169,7 +172,7 @@ def _settled_by(driver: bool, messages: list[Any]) -> dict[int, int]:
         split_task = runtime.plan.components["split"].tasks[0]
         for stream, src, values, anchors in messages:
             assert src == split_task
-            task.ack(ReceivedTuple("split", stream, src, values, anchors, ("split", stream)))
+            task.ack(_received("split", src, values, anchors))
     return dict(ex.trees.pending)
 
 
