@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy.acker.ledger import ACKED, Ledger
+from stormpy.api.contract import BoltOutputCollector
 from stormpy.streams import ACK_ACK, ACK_FAIL
 from stormpy.api.component import Bolt
 from stormpy.task.drivers import Driver, RawBatchDriver
@@ -39,7 +40,7 @@ class AckerBolt(Bolt):
         self.acked_trees = 0
         self.failed_trees = 0
 
-    def make_driver(self, task: Any) -> Driver:
+    def make_driver(self, task: BoltOutputCollector) -> Driver:
         """Whole batches of acker messages; the answers go to the spout tasks as they are."""
         send = task.send
 

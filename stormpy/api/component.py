@@ -3,8 +3,10 @@
 Compatible with streamparse/pystorm (DESIGN section 2): users subclass these, declare
 ``outputs`` and override ``initialize``, ``next_tuple``/``process``, ``ack``/``fail`` and so on.
 Everything a component calls back into (``emit``, bolt ``ack``/``fail``, ``report_error``)
-goes to the task object its executor attaches with ``_attach`` before ``initialize``; all
-of a component's methods run on that executor's thread, so components need no locks.
+goes to the task object its executor attaches with ``_attach`` before ``initialize``, through
+the component contract (``stormpy.api.contract``: ``SpoutOutputCollector`` and
+``BoltOutputCollector``), the only engine calls a component (framework bolts included) makes;
+all of a component's methods run on that executor's thread, so components need no locks.
 
 Timing is the executor's job: a component that sets ``timer_interval_secs`` gets
 ``on_timer()`` calls from its executor thread at that interval (the batching bolts use it;
@@ -26,10 +28,14 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from stormpy import config as cfg
+from stormpy.api.contract import BoltOutputCollector, ComponentEngine, SpoutOutputCollector
 from stormpy.api.tuple import Tuple
+
+if TYPE_CHECKING:
+    from stormpy.task.drivers import Driver
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +43,10 @@ log = logging.getLogger(__name__)
 #: tuple) and ``"batching"`` (``BatchingBolt``), each called as ``driver(task, bolt)``. The
 #: engine registers its driver classes here when ``stormpy.task.drivers`` is imported: the
 #: engine imports the user API, never the reverse.
-DRIVERS: dict[str, Callable[[Any, Any], Any]] = {}
+DRIVERS: dict[str, Callable[[Any, Any], "Driver"]] = {}
 
 
-class Metrics(dict):
+class Metrics(dict[str, float]):
     """Free-form numeric counters of one task; they appear in its executor's stats."""
 
     def set(self, name: str, value: float) -> None:
@@ -92,14 +98,20 @@ class Component:
     # attribute a user may plausibly assign (``state``, ``context``, ``conf``, ``stormconf``,
     # ``storm_conf``, ``collector``, ``window``, ``outputs``, ``name``, ``logger``, ``log``) is
     # theirs to overwrite; the engine never reads the public copies it hands out.
-    _task: Any = _Detached()
-    logger: logging.Logger | logging.LoggerAdapter = log
+    _task: ComponentEngine = cast(ComponentEngine, _Detached())
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = log
     metrics: Metrics
 
     spec = _SpecMethod()
 
     # ------------------------------------------------------------ wiring (executor thread)
-    def _attach(self, task: Any, component_id: str, task_id: int) -> None:
+    @property
+    def _stormpy_collector(self) -> ComponentEngine:
+        """The engine side of this task, as the component contract describes it (framework
+        components, e.g. Trident's bolts and the Spark sink, call the engine through it)."""
+        return self._task
+
+    def _attach(self, task: ComponentEngine, component_id: str, task_id: int) -> None:
         """Called by the executor before ``initialize``: connect this instance to its task."""
         self._task = task
         self.metrics = Metrics()
@@ -171,7 +183,7 @@ class Component:
         logger = self.logger if hasattr(self.logger, "log") else self._fw_logger()
         logger.log(level, "%s", message)
 
-    def _fw_logger(self) -> logging.Logger | logging.LoggerAdapter:
+    def _fw_logger(self) -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
         """The framework's logger of this task (the module logger before the task started)."""
         return getattr(self, "_stormpy_logger", log)
 
@@ -180,6 +192,11 @@ class Spout(Component):
     """A source of tuples. ``next_tuple`` is called while the topology is active."""
 
     outputs: Any = None
+    _task: SpoutOutputCollector
+
+    @property
+    def _stormpy_collector(self) -> SpoutOutputCollector:
+        return self._task
 
     def next_tuple(self) -> None:
         """Emit zero or more tuples; with ``tup_id`` they are tracked by the acker."""
@@ -203,7 +220,7 @@ class ReliableSpout(Spout):
 
     max_fails = 3
 
-    def _attach(self, task: Any, component_id: str, task_id: int) -> None:
+    def _attach(self, task: ComponentEngine, component_id: str, task_id: int) -> None:
         super()._attach(task, component_id, task_id)
         if type(self).emit is Component.emit:   # keep the bookkeeping on the fast path too
             self.emit = self._reliable_emit  # type: ignore[method-assign]
@@ -249,13 +266,18 @@ class Bolt(Component):
     auto_ack = True
     auto_anchor = True
     auto_fail = True
+    _task: BoltOutputCollector
+
+    @property
+    def _stormpy_collector(self) -> BoltOutputCollector:
+        return self._task
 
     @staticmethod
     def is_tick(tup: Tuple) -> bool:
         """pystorm's ``Bolt.is_tick(tup)``: whether ``tup`` is a tick tuple."""
         return tup.is_tick
 
-    def make_driver(self, task: Any) -> Any:
+    def make_driver(self, task: BoltOutputCollector) -> Driver:
         """How the executor feeds this bolt (framework hook, see ``stormpy.task.drivers``):
         one ``process`` call per tuple, acked after it returns when ``auto_ack``."""
         return DRIVERS["tuple"](task, self)
@@ -272,13 +294,7 @@ class Bolt(Component):
 
     def ack_many(self, tups: Iterable[Tuple]) -> None:
         """Ack every Tuple of ``tups`` not yet acked or failed (one call for a whole batch)."""
-        many = getattr(self._task, "ack_many", None)
-        if many is not None:
-            many(tups)
-            return
-        for tup in tups:
-            if not tup._done:
-                self._task.ack(tup)
+        self._task.ack_many(tups)
 
     def fail(self, tup: Tuple) -> None:
         """Fail ``tup``: the spout's ``fail`` runs for its tuple tree."""
@@ -315,7 +331,7 @@ class BatchingBolt(Bolt):
     batch_size: int | None = None
 
     @property
-    def timer_interval_secs(self) -> float | None:  # type: ignore[override]
+    def timer_interval_secs(self) -> float | None:
         """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only);
         a value the user assigns wins."""
         if "_timer_interval_secs" in vars(self):
@@ -326,7 +342,7 @@ class BatchingBolt(Bolt):
     def timer_interval_secs(self, value: float | None) -> None:
         self._timer_interval_secs = value
 
-    def _attach(self, task: Any, component_id: str, task_id: int) -> None:
+    def _attach(self, task: ComponentEngine, component_id: str, task_id: int) -> None:
         super()._attach(task, component_id, task_id)
         self._batches: dict[Hashable, list[Tuple]] = {}
         self._ticks_seen = 0
@@ -354,7 +370,7 @@ class BatchingBolt(Bolt):
                 self._ticks_seen = 0
                 self.flush_batches()
 
-    def make_driver(self, task: Any) -> Any:
+    def make_driver(self, task: BoltOutputCollector) -> Driver:
         """Tuples wait in batches and are acked after ``process_batch``, not after ``process``."""
         return DRIVERS["batching"](task, self)
 

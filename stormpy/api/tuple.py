@@ -29,8 +29,8 @@ def values_class(component: str, stream: str, fields: tuple[str, ...] | list[str
     (non-word characters become ``_``), so attribute access still works for them.
     """
     key = (component, stream, tuple(fields))
-    cls = _VALUES_CLASSES.get(key)
-    if cls is None:
+    cached = _VALUES_CLASSES.get(key)
+    if cached is None:
         names = []
         for name in fields:
             ident = _IDENTIFIER_RE.sub("_", name) or "_"
@@ -38,9 +38,8 @@ def values_class(component: str, stream: str, fields: tuple[str, ...] | list[str
                 ident += "_"
             names.append(ident)
         type_name = _IDENTIFIER_RE.sub("_", f"{component}_{stream}_values")
-        cls = namedtuple(type_name, names, rename=True)
-        _VALUES_CLASSES[key] = cls
-    return cls
+        cached = _VALUES_CLASSES[key] = namedtuple(type_name, names, rename=True)
+    return cached
 
 
 class Tuple:

@@ -105,11 +105,10 @@ class SparkSinkBolt(BatchingBolt):
             self.metrics.set(name, 0)
         self._writer: BackgroundWriter | None = None
         if self.sink.max_inflight_batches > 0:
-            executor = getattr(self._task, "executor", None)
-            wake = getattr(executor, "call_soon", None)
+            wake = self._stormpy_collector.call_soon  # the writer thread wakes the executor thread
             self._writer = BackgroundWriter(
                 f"{getattr(context, 'component_id', 'sink')}-{self._task_id}", self.sink.max_inflight_batches,
-                on_done=(lambda: wake(self._settle_finished)) if wake is not None else None)
+                on_done=lambda: wake(self._settle_finished))
         self.logger.info("Spark sink ready: batches of %d rows or %g s to %s, %d in flight", self.sink.batch_size,
                          self.sink.batch_secs, self.sink.describe(), self.sink.max_inflight_batches)
 

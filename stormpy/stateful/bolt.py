@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy import config as cfg
+from stormpy.api.contract import BoltOutputCollector, ComponentEngine
 from stormpy.stateful.checkpoint import COMMIT, INITSTATE, PREPARE, ROLLBACK
 from stormpy.stateful.state import KeyValueState, open_state
 from stormpy.streams import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 class StatefulDriver(TupleDriver):
     """A TupleDriver without auto-ack whose per-tuple call is the bolt's checkpoint-aware one."""
 
-    def __init__(self, task: Any, component: "StatefulBolt") -> None:
+    def __init__(self, task: BoltOutputCollector, component: "StatefulBolt") -> None:
         super().__init__(task, component, auto_ack=False)
         self.process = component._stateful_process
 
@@ -82,10 +83,10 @@ class StatefulBolt(Bolt):
         (drop anything derived from uncommitted updates)."""
 
     # ------------------------------------------------------------ engine side (executor thread)
-    def make_driver(self, task: Any) -> Driver:
+    def make_driver(self, task: BoltOutputCollector) -> Driver:
         return StatefulDriver(task, self)
 
-    def _attach(self, task: Any, component_id: str, task_id: int) -> None:
+    def _attach(self, task: ComponentEngine, component_id: str, task_id: int) -> None:
         super()._attach(task, component_id, task_id)
         self._initialized = False
         self._waiting: list[Tuple] = []
@@ -127,13 +128,13 @@ class StatefulBolt(Bolt):
         """Fail ``tup`` now: its tree replays."""
         if isinstance(tup, Tuple):
             self._uncommitted.pop(id(tup), None)
-        self._task.fail(tup)
+        self._stormpy_collector.fail(tup)
 
     def _on_checkpoint(self, tup: Tuple) -> None:
         txid, action = int(tup.values[0]), tup.values[1]
         state = self._stormpy_state
         assert state is not None
-        task = self._task
+        task = self._stormpy_collector
         if action == PREPARE:
             if not self._initialized:
                 log.info("%s task %s: PREPARE %d before INITSTATE (task re-created): failing it to recover",
@@ -169,9 +170,8 @@ class StatefulBolt(Bolt):
                 self._initialized = True
                 waiting, self._waiting = self._waiting, []
                 for held in waiting:
-                    task.current = held   # emits while processing it anchor to it
-                    self._run(held)
-                task.current = tup
+                    with task.processing(held):   # emits while processing it anchor to it
+                        self._run(held)
         else:
             log.warning("%s task %s: unknown checkpoint action %r ignored", self._stormpy_context.component_id, self._stormpy_context.task_id, action)
         task.ack(tup)

@@ -2,9 +2,9 @@
 
 The per-tuple path is :class:`stormpy.task.drivers.TupleDriver` (one Tuple and one
 ``process`` call per message) and the bolt's ``emit`` (``stormpy.task.emit``): no locks, no
-per-tuple queue operations. Acks are XOR-combined per root id in ``pending_acks`` and become
-``__ack_ack`` messages when the outbox is flushed (XOR is associative, so the acker reaches
-the same value). Which driver a task gets is the component's choice (``Bolt.make_driver``).
+per-tuple queue operations. Acks are XOR-combined per root id by the executor's
+``TupleTrees`` (``stormpy.task.tree``) and become ``__ack_ack`` messages when the outbox is
+flushed (XOR is associative, so the acker reaches the same value). Which driver a task gets is the component's choice (``Bolt.make_driver``).
 """
 from __future__ import annotations
 
@@ -13,13 +13,21 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from queue import Empty
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stormpy.streams import ACK_ACK, ACK_FAIL, SYSTEM_COMPONENT, TICK
-from stormpy.task import drivers as _drivers  # noqa: F401 - registers the API bolts' drivers (Bolt.make_driver)
-from stormpy.task.emit import bolt_place, make_emit
+from stormpy.streams import SYSTEM_COMPONENT, TICK
+from stormpy.task.drivers import Driver
+from stormpy.task.emit import Message, make_emit
 from stormpy.task.executor import Executor, TaskBase
+from stormpy.task.tree import bolt_place, fast_bolt_emit
 from stormpy.api.tuple import Tuple, values_class
+
+if TYPE_CHECKING:
+    from stormpy.api.contract import BoltOutputCollector
+    from stormpy.task.runtime import WorkerRuntime
+
+    def _implements_the_contract(task: BoltTask) -> BoltOutputCollector:
+        return task   # mypy checks that a BoltTask is what the component contract says
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +45,7 @@ class BoltTask(TaskBase):
 
     def __init__(self, executor: "BoltExecutor", task_id: int) -> None:
         super().__init__(executor, task_id)
+        self.executor: BoltExecutor = executor
         self.current: Tuple | None = None
         #: Set by ``Bolt.anchored(tups)``: emits without explicit anchors anchor to these.
         self.batch_anchors: list[Any] | None = None
@@ -44,9 +53,9 @@ class BoltTask(TaskBase):
         self.backlog: list[list[Any]] = []
         self.backlog_held = 0      # messages of ``backlog`` counted in the executor's ``queued``
         self.auto_anchor = True
-        self.driver: Any = None
-        self.process_tick: Any = None
-        self.emit = make_emit(self, bolt_place(self), starts_trees=False)
+        self.driver: Any = None          # Driver, set by _bind
+        self.process_tick: Any = None    # the component's process_tick, set by _bind
+        self.emit = make_emit(self, bolt_place(self), fast_bolt_emit, starts_trees=False)
 
     @contextmanager
     def anchored(self, tups: Iterable[Any]) -> Iterator[None]:
@@ -82,30 +91,24 @@ class BoltTask(TaskBase):
         self.held.pop(id(tup), None)
         return tup
 
-    def ack(self, tup: Tuple) -> None:
-        tup = self._settle(tup)
-        if tup is None:
+    def ack(self, tup: Tuple | Any) -> None:
+        settled = self._settle(tup)
+        if settled is None:
             return
-        anchors = tup._anchors
-        ex = self.executor
-        if anchors is not None and ex.num_ackers:
-            pending = ex.pending_acks
-            val = tup._ack_val
-            for root, edge in anchors.items():
-                pending[root] = pending.get(root, 0) ^ edge ^ val
-        skey = tup._skey or (tup.component, tup.stream)
-        ex.stats.acked[skey] += 1
-        if tup._recv:
-            ex.stats.add_latency(ex.stats.process_ms, skey, (time.monotonic() - tup._recv) * 1000.0)
+        self.trees.settle(settled._anchors, settled._ack_val)
+        stats = self.executor.stats
+        skey = settled._skey or (settled.component, settled.stream)
+        stats.acked[skey] += 1
+        if settled._recv:
+            stats.add_latency(stats.process_ms, skey, (time.monotonic() - settled._recv) * 1000.0)
 
     def ack_many(self, tups: Iterable[Tuple]) -> None:
-        """``ack`` for a whole batch of Tuples (batching bolts): one pass, acks XOR-combined per
-        root locally and the stats counted once per (component, stream) run."""
-        ex = self.executor
-        pending = ex.pending_acks
-        trees = bool(ex.num_ackers)
+        """``ack`` for a whole batch of Tuples (batching bolts): acks XOR-combined per root and
+        the stats counted once per (component, stream) run."""
+        stats = self.executor.stats
         held_pop = self.held.pop
-        acked = ex.stats.acked
+        acked = stats.acked
+        fresh: list[Tuple] = []
         skey: Any = None
         run = 0
         for tup in tups:
@@ -113,11 +116,7 @@ class BoltTask(TaskBase):
                 continue
             tup._done = True
             held_pop(id(tup), None)
-            anchors = tup._anchors
-            if anchors is not None and trees:
-                val = tup._ack_val
-                for root, edge in anchors.items():
-                    pending[root] = pending.get(root, 0) ^ edge ^ val
+            fresh.append(tup)
             key = tup._skey or (tup.component, tup.stream)
             if key != skey:
                 if run:
@@ -125,43 +124,42 @@ class BoltTask(TaskBase):
                 skey, run = key, 0
             run += 1
             if tup._recv:  # a sampled tuple: its process latency spans its wait in the batch
-                ex.stats.add_latency(ex.stats.process_ms, key, (time.monotonic() - tup._recv) * 1000.0)
+                stats.add_latency(stats.process_ms, key, (time.monotonic() - tup._recv) * 1000.0)
         if run:
             acked[skey] += run
+        self.trees.settle_tuples(fresh)
 
-    def fail(self, tup: Tuple) -> None:
-        tup = self._settle(tup)
-        if tup is None:
+    def fail(self, tup: Tuple | Any) -> None:
+        settled = self._settle(tup)
+        if settled is None:
             return
-        self._fail_roots(tup._anchors)
-        self.executor.stats.failed[tup._skey or (tup.component, tup.stream)] += 1
+        self.trees.fail_roots(settled._anchors, self.task_id)
+        self.executor.stats.failed[settled._skey or (settled.component, settled.stream)] += 1
 
-    def _fail_roots(self, anchors: dict[int, int] | None) -> None:
-        ex = self.executor
-        if anchors is not None and ex.num_ackers:
-            for root in anchors:
-                ex.pending_acks.pop(root, None)
-                ex.outbox.add(ex.acker_tasks[root % ex.num_ackers], (ACK_FAIL, self.task_id, [root], None))
-
-    def send(self, dest: int, message: Any) -> None:
+    def send(self, dest: int, message: Message) -> None:
         """Queue a ready-made message for task ``dest`` (framework bolts: the acker's answers)."""
         self.executor.outbox.add(dest, message)
 
-    def ack_message(self, message: Any) -> None:
+    def ack_message(self, message: Message) -> None:
         """Settle a raw message's edges (and those emitted anchored to it, already combined)."""
-        anchors = message[3]
+        self.trees.settle(message[3])
         ex = self.executor
-        if anchors is not None and ex.num_ackers:
-            pending = ex.pending_acks
-            for root, edge in anchors.items():
-                pending[root] = pending.get(root, 0) ^ edge
         ex.stats.acked[ex.stats_key(message)] += 1
 
-    def fail_message(self, message: Any) -> None:
+    def fail_message(self, message: Message) -> None:
         """Fail the trees of a raw message at once."""
-        self._fail_roots(message[3])
+        self.trees.fail_roots(message[3], self.task_id)
         ex = self.executor
         ex.stats.failed[ex.stats_key(message)] += 1
+
+    @contextmanager
+    def processing(self, tup: Tuple) -> Iterator[None]:
+        """Within the block ``tup`` is the tuple in hand (see the component contract); on an
+        exception it stays in hand, so the crash handler fails it."""
+        previous = self.current
+        self.current = tup
+        yield
+        self.current = previous
 
     def on_crash(self) -> None:
         """Fail the tuple in hand, held tuples and what the driver holds (they replay)."""
@@ -184,15 +182,14 @@ class BoltTask(TaskBase):
         self.batch_anchors = None
 
 
-class BoltExecutor(Executor):
+class BoltExecutor(Executor[BoltTask]):
     """Runs bolt tasks: batches in, each task's driver, batches out."""
 
     kind = "bolt"
     task_class = BoltTask
 
-    def __init__(self, runtime: Any, start: int, end: int) -> None:
+    def __init__(self, runtime: WorkerRuntime, start: int, end: int) -> None:
         super().__init__(runtime, start, end)
-        self.pending_acks: dict[int, int] = {}
         self._dropped: dict[tuple[str, int], int] = {}
         self.backlog_dropped = 0   # messages for down tasks failed beyond the bound
         self._slice = _MAX_SLICE
@@ -232,33 +229,22 @@ class BoltExecutor(Executor):
         task.process_tick = component.process_tick
         task.driver = component.make_driver(task)
 
-    def stats_key(self, message: Any) -> tuple[str, str]:
+    def source_info(self, task: BoltTask, message: Message) -> tuple[str, type, tuple[str, str]] | None:
+        """(component, values class, stats key) of a message's (source task, stream), or None
+        for a message on no subscribed stream (then handed to ``on_system_message``)."""
+        stream, src = message[0], message[1]
+        fast = self.single_stream.get(src)
+        if fast is not None and fast[0] == stream:
+            return fast[1], fast[2], fast[3]
+        by_src = self.by_stream.get(stream)
+        info = by_src.get(src) if by_src is not None else None
+        if info is None:
+            self.on_system_message(task, message)
+        return info
+
+    def stats_key(self, message: Message) -> tuple[str, str]:
         """(source component, stream) of a raw message, for the acked/failed counters."""
         return (self.plan.task_component.get(message[1], "?"), message[0])
-
-    def _has_acks(self) -> bool:
-        return bool(self.pending_acks)
-
-    def _flush_acks(self) -> None:
-        pending = self.pending_acks
-        if not pending:
-            return
-        # One message per acker task, ``[root, value, root, value, ...]``: a tree's acks
-        # from this executor are already combined, and so are the trees of this flush.
-        ackers = self.acker_tasks
-        n = self.num_ackers
-        per_acker: list[list[int]] = [[] for _ in range(n)]
-        for root, val in pending.items():
-            if val:
-                values = per_acker[root % n]
-                values.append(root)
-                values.append(val)
-        pending.clear()
-        add = self.outbox.add
-        src = self.start_task
-        for acker, values in zip(ackers, per_acker):
-            if values:
-                add(acker, (ACK_ACK, src, values, None))
 
     def before_close_tasks(self) -> None:
         """Each task's driver hands over held-back work (batching bolts run their batches)."""
@@ -315,7 +301,7 @@ class BoltExecutor(Executor):
             return
         self._on_slices(task, driver, messages)
 
-    def _on_slices(self, task: BoltTask, driver: Any, messages: list[Any]) -> None:
+    def _on_slices(self, task: BoltTask, driver: Driver, messages: list[Message]) -> None:
         """A batch larger than the current slice: hand it over in slices, flushing in between."""
         index, n = 0, len(messages)
         while index < n:
@@ -407,7 +393,7 @@ class BoltExecutor(Executor):
             if acked:
                 self.stats.acked[key] += acked
 
-    def on_system_message(self, task: BoltTask, message: Any) -> None:
+    def on_system_message(self, task: BoltTask, message: Message) -> None:
         """A message on no subscribed stream: a tick from the wire, else dropped with a warning."""
         stream = message[0]
         if stream == TICK:

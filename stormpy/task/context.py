@@ -7,15 +7,18 @@ unchanged. It is built once per task by the executor thread and never changes af
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stormpy.topology.plan import TopologyPlan
 
 log = logging.getLogger(__name__)
 
 
-class TopologyContext(dict):
+class TopologyContext(dict[str, Any]):
     """Task id, component id and the topology's task layout, as seen by one task."""
 
-    def __init__(self, plan: Any, component_id: str, task_id: int, worker_tasks: set[int],
+    def __init__(self, plan: TopologyPlan, component_id: str, task_id: int, worker_tasks: set[int],
                  host: str = "localhost", port: int = 0, transactional_state: Any = None) -> None:
         component = plan.components[component_id]
         tasks = sorted(component.tasks)

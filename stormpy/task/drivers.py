@@ -23,10 +23,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from stormpy.api.component import DRIVERS
-from stormpy.api.tuple import ReceivedTuple
+from stormpy.api.tuple import ReceivedTuple, Tuple
+
+if TYPE_CHECKING:
+    from stormpy.api.contract import BoltOutputCollector
+    from stormpy.task.bolt_executor import BoltTask
 
 log = logging.getLogger(__name__)
 
@@ -53,104 +57,76 @@ class Driver:
 
 
 class TupleDriver(Driver):
-    """One Tuple and one ``process`` call per message; acks combined per tuple-tree root.
+    """One Tuple and one ``process`` call per message; acks settled once per batch.
 
     No locks and no per-tuple queue operations: per message one Tuple and, with ``auto_ack``,
-    an XOR into a local run (consecutive tuples of one tree, like a sentence's words, combine
-    without touching the executor's ``pending_acks`` dict).
+    its anchors and ack value appended to two lists; the batch's acks are settled together by
+    the executor's ``TupleTrees`` (``settle_runs``: consecutive tuples of one tree, like a
+    sentence's words, combine without touching its dict).
     """
 
-    def __init__(self, task: Any, component: Any, auto_ack: bool | None = None) -> None:
-        self.task = task
-        self.executor = task.executor
-        self.process = component.process
+    def __init__(self, task: BoltOutputCollector, component: Any, auto_ack: bool | None = None) -> None:
+        self.task: BoltTask = cast("BoltTask", task)   # drivers are engine code: the task itself
+        self.executor = self.task.executor
+        self.trees = self.task.trees
+        self.process: Callable[[Tuple], None] = component.process
         self.auto_ack = bool(component.auto_ack) if auto_ack is None else auto_ack
 
+    def _process_sampled(self, tup: Tuple, received: float) -> None:
+        """``process`` one tuple of the sampled ones, timing it (execute latency)."""
+        stats = self.executor.stats
+        start = time.monotonic()
+        tup._recv = received
+        self.process(tup)
+        stats.add_latency(stats.execute_ms, tup._skey, (time.monotonic() - start) * 1000.0)
+
     def on_messages(self, messages: list[Any]) -> None:
-        task = self.task
-        ex = self.executor
-        by_stream = ex.by_stream
-        single = ex.single_stream
-        process = self.process
-        auto_ack = self.auto_ack
-        held = task.held
-        pending = ex.pending_acks
-        stats = ex.stats
-        ackers = ex.num_ackers
-        now = time.monotonic()
-        sample = ex.sample_countdown
-        index = 0
-        # executed/acked are counted per run of equal stats keys, not per tuple
+        task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
+        tracked, stats = bool(self.trees.num_ackers), ex.stats
+        now, sample = time.monotonic(), ex.sample_countdown
+        acked: list[dict[int, int]] = []   # anchors and ack values of the acked tuples,
+        vals: list[int] = []                # settled together at the end of the batch
+        acked_anchors, acked_vals = acked.append, vals.append
+        # executed/acked are counted per run of equal stats keys, not per tuple; a batch usually
+        # comes from one source task on one stream, so the lookup is redone only on a change.
         cur_key: Any = None
-        n_exec = n_ack = 0
-        run_root: int | None = None
-        run_val = 0
-        # A batch usually comes from one source task on one stream: the lookup of component,
-        # values class and stats key is redone only when (src, stream) changes.
+        n_exec = n_ack = index = 0
         last_src: Any = None
         last_stream: Any = None
         component_id: Any = None
         cls: Any = None
-        skey: Any = None
         try:
             for index, message in enumerate(messages):
                 stream, src, values, anchors = message
                 if src != last_src or stream != last_stream:
-                    fast = single.get(src)
-                    if fast is not None and fast[0] == stream:
-                        _stream, component_id, cls, skey = fast
-                    else:
-                        by_src = by_stream.get(stream)
-                        info = by_src.get(src) if by_src is not None else None
-                        if info is None:
-                            last_src = None  # the locals above no longer match last_src
-                            ex.on_system_message(task, message)
-                            continue
-                        component_id, cls, skey = info
+                    info = ex.source_info(task, message)
+                    if info is None:
+                        last_src = None  # the locals no longer match last_src
+                        continue
+                    component_id, cls, skey = info
                     last_src, last_stream = src, stream
                     if skey is not cur_key:
                         ex.count(cur_key, n_exec, n_ack)
                         cur_key, n_exec, n_ack = skey, 0, 0
-                tup = _new_tuple(component_id, stream, src, _tuple_new(cls, values), anchors, skey)
+                tup = _new_tuple(component_id, stream, src, _tuple_new(cls, values), anchors, cur_key)
                 task.current = tup
                 sample -= 1
                 if sample:
                     process(tup)
                 else:
                     sample = ex.settings.sample_every
-                    start = time.monotonic()
-                    tup._recv = now
-                    process(tup)
-                    stats.add_latency(stats.execute_ms, skey, (time.monotonic() - start) * 1000.0)
+                    self._process_sampled(tup, now)
                 n_exec += 1
                 if tup._done:
                     continue
                 if auto_ack:
                     tup._done = True
                     n_ack += 1
-                    if anchors is not None and ackers:
-                        val = tup._ack_val
-                        if len(anchors) == 1:
-                            # One root (the common case): no items() iterator. Consecutive
-                            # tuples of one tree (a sentence's words) combine in locals; the
-                            # dict is touched when the root changes.
-                            (root,) = anchors
-                            if root == run_root:
-                                run_val ^= anchors[root] ^ val
-                            else:
-                                if run_root is not None:
-                                    pending[run_root] = pending.get(run_root, 0) ^ run_val
-                                run_root, run_val = root, anchors[root] ^ val
-                        else:
-                            for root, edge in anchors.items():
-                                if root == run_root:
-                                    run_val ^= edge ^ val
-                                else:
-                                    if run_root is not None:
-                                        pending[run_root] = pending.get(run_root, 0) ^ run_val
-                                    run_root, run_val = root, edge ^ val
+                    if anchors is not None and tracked:
+                        acked_anchors(anchors)
+                        acked_vals(tup._ack_val)
                     if tup._recv:
-                        stats.add_latency(stats.process_ms, skey, (time.monotonic() - now) * 1000.0)
+                        stats.add_latency(stats.process_ms, cur_key, (time.monotonic() - now) * 1000.0)
                 else:
                     held[id(tup)] = tup
             task.current = None
@@ -160,8 +136,8 @@ class TupleDriver(Driver):
                 task.backlog.append(rest)
             raise
         finally:
-            if run_root is not None:
-                pending[run_root] = pending.get(run_root, 0) ^ run_val
+            if acked:
+                self.trees.settle_runs(acked, vals)
             ex.sample_countdown = sample
             ex.count(cur_key, n_exec, n_ack)
 
@@ -169,12 +145,12 @@ class TupleDriver(Driver):
 class BatchingDriver(TupleDriver):
     """For ``BatchingBolt``: tuples wait in the bolt's batches and are acked after ``process_batch``."""
 
-    def __init__(self, task: Any, component: Any) -> None:
+    def __init__(self, task: BoltOutputCollector, component: Any) -> None:
         super().__init__(task, component, auto_ack=False)
         self.component = component
 
     def pending(self) -> list[Any]:
-        return self.component.pending_tuples()
+        return list(self.component.pending_tuples())
 
     def before_close(self) -> None:
         self.component.flush_batches()
@@ -200,7 +176,7 @@ class RawBatchDriver(Driver):
     def __init__(self, on_batch: Callable[[list[Any]], None],
                  pending: Callable[[], list[Any]] | None = None,
                  before_close: Callable[[], None] | None = None) -> None:
-        self.on_messages = on_batch  # type: ignore[method-assign]
+        self.on_messages = on_batch  # type: ignore[method-assign,assignment]
         self._pending = pending
         self._before_close = before_close
 

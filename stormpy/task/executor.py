@@ -19,6 +19,7 @@ What every executor shares (the spout and bolt executors add their loops):
 """
 from __future__ import annotations
 
+import functools
 import logging
 import pickle
 import threading
@@ -26,15 +27,19 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from queue import SimpleQueue
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from stormpy.serialization import from_conf
 from stormpy.api.component import Component
 from stormpy.task.context import TopologyContext
-from stormpy.task.emit import Outbox
+from stormpy.task.emit import Message, Outbox
 from stormpy.task.grouping import build_routes
 from stormpy.task.settings import ExecutorSettings
 from stormpy.task.stats import ExecutorStats
+from stormpy.task.tree import EmitFn, TupleTrees
+
+if TYPE_CHECKING:
+    from stormpy.task.runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +65,7 @@ class ReceiveQueueMetrics(Mapping[str, float]):
 
     NAMES = ("__receive.population", "__receive.pct_full", "__backpressure")
 
-    def __init__(self, executor: "Executor") -> None:
+    def __init__(self, executor: "Executor[Any]") -> None:
         self._executor = executor
 
     def __getitem__(self, name: str) -> float:
@@ -93,13 +98,22 @@ class Timer:
 
 
 class TaskBase:
-    """One task of an executor: its component instance and the calls the component makes."""
+    """One task of an executor: its component instance and the calls the component makes.
 
-    def __init__(self, executor: "Executor", task_id: int) -> None:
+    Subclasses implement the component contract (``stormpy.api.contract``): what a component
+    may call here is written there; the rest of a task is the executor's business.
+    """
+
+    #: The task's ``emit`` (``stormpy.task.emit.make_emit``), set by each kind of task.
+    emit: EmitFn
+
+    def __init__(self, executor: "Executor[Any]", task_id: int) -> None:
         self.executor = executor
+        #: The executor's tuple-tree arithmetic (``stormpy.task.tree``), shared by its tasks.
+        self.trees: TupleTrees = executor.trees
         self.task_id = task_id
         self.component_id = executor.component_id
-        self.component: Any = None
+        self.component: Any = None       # the Spout or Bolt instance; None while the task is down
         runtime = executor.runtime
         self.context = TopologyContext(executor.plan, executor.component_id, task_id,
                                        runtime.local_tasks, runtime.host, runtime.port,
@@ -114,6 +128,10 @@ class TaskBase:
     def report_error(self, text: str) -> None:
         self.executor.report_error(self.task_id, text)
 
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on this task's executor thread (any thread may call it)."""
+        self.executor.call_soon(fn)
+
     def mark_reported(self, exc: BaseException) -> None:
         """``raise_exception`` already reported ``exc``: the crash handler must not repeat it."""
         self._reported = exc
@@ -126,13 +144,16 @@ class TaskBase:
         """Fail (or drop) what this task held; subclasses know what that is."""
 
 
-class Executor:
+TaskT = TypeVar("TaskT", bound=TaskBase)
+
+
+class Executor(Generic[TaskT]):
     """Base class: queue, outbox, timers, lifecycle and crash handling of one executor."""
 
     kind = "bolt"
-    task_class: type[TaskBase] = TaskBase
+    task_class: type[TaskT]
 
-    def __init__(self, runtime: Any, start: int, end: int) -> None:
+    def __init__(self, runtime: WorkerRuntime, start: int, end: int) -> None:
         self.runtime = runtime
         self.plan = runtime.plan
         self.start_task, self.end_task = start, end
@@ -153,10 +174,11 @@ class Executor:
         self.overloaded = False
         self.name = f"{self.component_id}[{start}-{end}]"
         self.outbox = Outbox(runtime.transfer.send, self.settings.transfer_batch_size, self.name)
+        self.trees: TupleTrees = TupleTrees(self.outbox, self.acker_tasks, start)
         self._last_flush = time.monotonic()
         self.stats = ExecutorStats(self.kind)
         self.stats.metric_sources.append(ReceiveQueueMetrics(self))
-        self.tasks: dict[int, Any] = {}
+        self.tasks: dict[int, TaskT] = {}
         self.timers: list[Timer] = []
         self._stop = threading.Event()
         self._stop_reason = ""
@@ -257,7 +279,7 @@ class Executor:
                 self._stop.wait(min(self.settings.restart_backoff_secs * (2 ** min(failures, 8)),
                                     _MAX_BACKOFF_SECS))
 
-    def _framework_error(self, task: TaskBase | None, exc: BaseException, where: str) -> None:
+    def _framework_error(self, task: TaskT | None, exc: BaseException, where: str) -> None:
         """Framework code raised for ``task``: report it and restart the task like a user crash."""
         if task is None:
             for task_id in self.task_ids:
@@ -313,7 +335,7 @@ class Executor:
         except Exception as exc:  # framework code, not the component: user code is guarded inside
             self._framework_error(task, exc, "receive (framework)")
 
-    def _on_messages(self, task: Any, messages: list[Any]) -> None:
+    def _on_messages(self, task: TaskT, messages: list[Message]) -> None:
         raise RuntimeError("executor subclasses handle messages")
 
     def _loop(self) -> None:
@@ -321,21 +343,15 @@ class Executor:
 
     # ------------------------------------------------------------ outbox
     def flush(self) -> None:
-        """Hand every partly filled batch to the transfer (and combined acks first)."""
-        self._flush_acks()
+        """Hand every partly filled batch to the transfer (bolts' combined acks first)."""
+        self.trees.flush()
         self.outbox.flush()
         self._last_flush = time.monotonic()
 
-    def _flush_acks(self) -> None:
-        """Bolt executors turn their combined acks into messages here."""
-
     def _flush_if_due(self, now: float) -> None:
-        if (self.outbox or self._has_acks()) and (now - self._last_flush >= self.settings.flush_interval_secs
-                                                  or self.queue.empty()):
+        if (self.outbox or self.trees.has_acks()) and (now - self._last_flush >= self.settings.flush_interval_secs
+                                                       or self.queue.empty()):
             self.flush()
-
-    def _has_acks(self) -> bool:
-        return False
 
     # ------------------------------------------------------------ task lifecycle
     def report_error(self, task_id: int, text: str) -> None:
@@ -344,7 +360,7 @@ class Executor:
         except Exception:
             log.exception("executor %s: reporting an error failed", self.name)
 
-    def _new_component(self, task: TaskBase) -> Component:
+    def _new_component(self, task: TaskT) -> Component:
         """A fresh instance: unpickled from the plan's serialized one (each task gets its own
         copy), else the class called with the plan's ``init_args`` (none for user classes)."""
         serialized = self.comp_plan.serialized
@@ -359,7 +375,7 @@ class Executor:
         self.stats.metric_sources.append(component.metrics)
         return component
 
-    def _start_task(self, task: TaskBase) -> None:
+    def _start_task(self, task: TaskT) -> None:
         """Create and initialize the task's component; a failure schedules a restart."""
         component = None
         try:
@@ -375,13 +391,13 @@ class Executor:
         task.failed_starts = 0  # initialized: only consecutive failures to start grow the backoff
         interval = component.timer_interval_secs
         if interval:
-            self.add_timer(interval, lambda t=task, c=component: self._component_timer(t, c),
+            self.add_timer(interval, functools.partial(self._component_timer, task, component),
                            f"on_timer:{task.task_id}")
 
-    def _bind(self, task: TaskBase) -> None:
+    def _bind(self, task: TaskT) -> None:
         """Subclasses cache the component's bound methods on the task."""
 
-    def _component_timer(self, task: TaskBase, component: Component) -> None:
+    def _component_timer(self, task: TaskT, component: Component) -> None:
         if task.component is not component:
             return  # a crashed instance's timer
         try:
@@ -389,7 +405,7 @@ class Executor:
         except Exception as exc:
             self._crash(task, exc, "on_timer")
 
-    def _crash(self, task: TaskBase, exc: BaseException, where: str) -> None:
+    def _crash(self, task: TaskT, exc: BaseException, where: str) -> None:
         """User code raised: report, fail what the task held, schedule a re-created instance."""
         text = "".join(traceback.format_exception(exc))
         log.error("component %s task %d raised in %s (restart in %.1fs): %s",
@@ -416,7 +432,7 @@ class Executor:
         task.down_until = time.monotonic() + delay
         self.timers.append(Timer(delay, lambda: self._restart(task), f"restart:{task.task_id}", time.monotonic()))
 
-    def _backoff(self, task: TaskBase) -> float:
+    def _backoff(self, task: TaskT) -> float:
         """The pause before a crashed task is re-created.
 
         ``task.failed_starts`` counts crashes since the task last initialized successfully, so a bolt
@@ -424,9 +440,9 @@ class Executor:
         and replay), while one that cannot even initialize backs off exponentially.
         """
         backoff = self.settings.restart_backoff_secs
-        return min(backoff * (2 ** min(task.failed_starts, 8)), max(backoff, _MAX_BACKOFF_SECS))
+        return float(min(backoff * (2 ** min(task.failed_starts, 8)), max(backoff, _MAX_BACKOFF_SECS)))
 
-    def _restart(self, task: TaskBase) -> None:
+    def _restart(self, task: TaskT) -> None:
         self.timers = [t for t in self.timers if t.name != f"restart:{task.task_id}"]
         if self._stop.is_set():
             return
@@ -435,7 +451,7 @@ class Executor:
         if task.component is not None:
             self._after_restart(task)
 
-    def _after_restart(self, task: TaskBase) -> None:
+    def _after_restart(self, task: TaskT) -> None:
         """Subclasses resume work the task missed while it was down."""
 
     def before_close_tasks(self) -> None:

@@ -11,6 +11,7 @@ by the owner (local runner or worker main thread). Executors run on their own th
 """
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
@@ -20,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from stormpy.task.bolt_executor import BoltExecutor
-from stormpy.topology.plan import ExecutorRange
+from stormpy.topology.plan import ExecutorRange, TopologyPlan
 from stormpy.task.executor import Executor
 from stormpy.task.settings import ExecutorSettings
 from stormpy.task.spout_executor import SpoutExecutor
@@ -95,7 +96,7 @@ class LoggingReporter:
 class WorkerRuntime:
     """Executors for a set of task ranges of one topology plan."""
 
-    def __init__(self, plan: Any, executors: Iterable[ExecutorRange], transfer: Any, reporter: Any = None,
+    def __init__(self, plan: TopologyPlan, executors: Iterable[ExecutorRange], transfer: Any, reporter: Any = None,
                  host: str = "localhost", port: int = 0, pin_cpu: bool = False,
                  transactional_state: Any = None) -> None:
         self.plan = plan
@@ -110,11 +111,11 @@ class WorkerRuntime:
         self.port = port
         ranges = [(int(s), int(e)) for s, e in executors]
         self.local_tasks: set[int] = {t for s, e in ranges for t in range(s, e + 1)}
-        self.executors: dict[ExecutorRange, Executor] = {}
-        self._by_task: dict[int, Executor] = {}
+        self.executors: dict[ExecutorRange, Executor[Any]] = {}
+        self._by_task: dict[int, Executor[Any]] = {}
         for start, end in ranges:
             kind = plan.components[plan.task_component[start]].kind
-            executor: Executor = (SpoutExecutor if kind == "spout" else BoltExecutor)(self, start, end)
+            executor: Executor[Any] = (SpoutExecutor if kind == "spout" else BoltExecutor)(self, start, end)
             self.executors[(start, end)] = executor
             for task in range(start, end + 1):
                 self._by_task[task] = executor
@@ -194,13 +195,13 @@ class WorkerRuntime:
                 for executor in self._all:
                     done = threading.Event()
                     flush_done.append(done)
-                    executor.call_soon(lambda ex=executor, d=done: self._flush_components(ex, d))
+                    executor.call_soon(functools.partial(self._flush_components, executor, done))
             if now >= deadline:
                 return False
             time.sleep(0.05)
 
     @staticmethod
-    def _flush_components(executor: Executor, done: threading.Event) -> None:
+    def _flush_components(executor: Executor[Any], done: threading.Event) -> None:
         """On the executor thread: drivers hand over held work (batching bolts run their batches)."""
         try:
             executor.before_close_tasks()

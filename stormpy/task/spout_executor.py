@@ -1,8 +1,8 @@
 """Spout executors: call ``next_tuple`` while active, track pending tuple trees, run ack/fail.
 
-A spout emit with ``tup_id`` starts a tuple tree: a random 64-bit root id, a random edge id
-per receiving task, and an ``__ack_init(root, xor of edges, spout task)`` message to the
-acker task ``acker_tasks[root % n]``. The pending map (root -> tup_id, start time, stream) is
+A spout emit with ``tup_id`` starts a tuple tree (``stormpy.task.tree``): a random 64-bit
+root id, a random edge id per receiving task, and an ``__ack_init(root, xor of edges, spout
+task)`` message to the acker task ``acker_tasks[root % n]``. The pending map (root -> tup_id, start time, stream) is
 a RotatingMap, so the spout times its own trees out (``topology.message.timeout.secs``) even
 when an acker never heard of them, as Storm does. With ``topology.acker.executors: 0`` (or no
 subscribers) a tracked emit is acked as soon as ``next_tuple`` returns.
@@ -27,12 +27,20 @@ from __future__ import annotations
 import logging
 import time
 from queue import Empty
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stormpy.rotating_map import RotatingMap
 from stormpy.streams import ACK_ACK, ACK_FAIL
-from stormpy.task.emit import make_emit, spout_place
+from stormpy.task.emit import make_emit
 from stormpy.task.executor import Executor, TaskBase
+from stormpy.task.tree import fast_spout_emit, spout_place
+
+if TYPE_CHECKING:
+    from stormpy.api.contract import SpoutOutputCollector
+    from stormpy.task.runtime import WorkerRuntime
+
+    def _implements_the_contract(task: SpoutTask) -> SpoutOutputCollector:
+        return task   # mypy checks that a SpoutTask is what the component contract says
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +57,17 @@ class SpoutTask(TaskBase):
 
     def __init__(self, executor: "SpoutExecutor", task_id: int) -> None:
         super().__init__(executor, task_id)
+        self.executor: SpoutExecutor = executor
         self.pending: RotatingMap[int, list[Any]] = RotatingMap(_TIMEOUT_BUCKETS)
         self.pending_live = self.pending.live()  # len() and pop() of it on the hot paths
         self.ack_now: list[tuple[Any, str]] = []
         self.emit_count = 0
-        self.next_tuple: Any = None
-        self.emit = make_emit(self, spout_place(self), starts_trees=True)
+        self.next_tuple: Any = None      # the component's next_tuple, set by _bind
+        self.emit = make_emit(self, spout_place(self), fast_spout_emit, starts_trees=True)
+
+    def pending_count(self) -> int:
+        """Tuple trees of this task in flight (Storm's ``getPendingCount``)."""
+        return len(self.pending_live)
 
     def on_crash(self) -> None:
         """The instance that knew these tup_ids is gone: its trees are dropped, not failed.
@@ -66,13 +79,13 @@ class SpoutTask(TaskBase):
         self.ack_now.clear()
 
 
-class SpoutExecutor(Executor):
+class SpoutExecutor(Executor[SpoutTask]):
     """Runs spout tasks: the next_tuple loop, acker answers and timeouts."""
 
     kind = "spout"
     task_class = SpoutTask
 
-    def __init__(self, runtime: Any, start: int, end: int) -> None:
+    def __init__(self, runtime: WorkerRuntime, start: int, end: int) -> None:
         super().__init__(runtime, start, end)
         self.active = False
         settings = self.settings
@@ -290,11 +303,12 @@ class SpoutExecutor(Executor):
             if not emitted:
                 # Idle, throttled or inactive: sleep, but wake at once for acker answers.
                 timeout = sleep_secs if self.active else min(0.05, max(next_timer - now, 0.001))
+                waited: tuple[int | None, Any] | None
                 try:
-                    item = queue.get(timeout=timeout)
+                    waited = queue.get(timeout=timeout)
                 except Empty:
-                    item = None
+                    waited = None
                 if throttled:
                     self.flow["throttled_ms"] += (time.monotonic() - now) * 1000.0
-                if item is not None:
-                    self._take(item)
+                if waited is not None:
+                    self._take(waited)

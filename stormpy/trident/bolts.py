@@ -109,22 +109,23 @@ class TridentBolt(Bolt):
 
 
 class _BoltPort:
-    """BatchCore's Port over the bolt's task: unanchored data, anchored direct coordination."""
+    """BatchCore's Port over the bolt's collector (``stormpy.api.contract.BoltOutputCollector``):
+    unanchored data, anchored direct coordination."""
 
     def __init__(self, bolt: TridentBolt) -> None:
         self.bolt = bolt
 
     def emit(self, stream: str, values: list) -> list[int]:
-        return self.bolt._task.emit(values, stream=stream, need_task_ids=True) or []
+        return self.bolt._stormpy_collector.emit(values, stream=stream, need_task_ids=True) or []
 
     def emit_coord(self, stream: str, task: int, values: list, anchors: list) -> None:
-        self.bolt._task.emit(values, stream=stream, anchors=anchors, direct_task=task)
+        self.bolt._stormpy_collector.emit(values, stream=stream, anchors=anchors, direct_task=task)
 
     def ack(self, handle: Any) -> None:
-        self.bolt._task.ack(handle)
+        self.bolt._stormpy_collector.ack(handle)
 
     def fail(self, handle: Any) -> None:
-        self.bolt._task.fail(handle)
+        self.bolt._stormpy_collector.fail(handle)
 
     def report_error(self, text: str) -> None:
-        self.bolt._task.report_error(text)
+        self.bolt._stormpy_collector.report_error(text)

@@ -8,7 +8,7 @@ the input fields, as in Trident (``each``, ``state_query``); aggregations replac
 
 A TridentTopology is a Topology subclass so ``stormpy local`` / ``stormpy submit`` load it
 from a file like any topology; ``compile_storm_topology`` (called by
-``stormpy.topology.compile.compile_topology``) runs ``build(conf)`` and compiles the graph.
+``stormpy.api.compile.compile_topology``) runs ``build(conf)`` and compiles the graph.
 """
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.api.component import Bolt
+from stormpy.api.contract import BoltOutputCollector
 from stormpy.task.drivers import Driver, TupleDriver
 from stormpy.api.tuple import Tuple
 from stormpy.windowing import windows as w
@@ -163,7 +164,7 @@ class WindowedBolt(Bolt):
         """Handle one window: ``window.get()/.get_new()/.get_expired()``, ``start/end_timestamp``."""
 
     # ------------------------------------------------------------ engine side (executor thread)
-    def make_driver(self, task: Any) -> Driver:
+    def make_driver(self, task: BoltOutputCollector) -> Driver:
         """Tuples are held (no auto-ack) until the window manager expires them."""
         return TupleDriver(task, self, auto_ack=False)
 

@@ -255,14 +255,24 @@ class AckRecorder:
         self.acked: list[Any] = []
         self.failed: list[Any] = []
         self.errors: list[str] = []
+        self.woken: list[Any] = []
 
     def ack(self, tup: Any) -> None:
         tup._done = True
         self.acked.append(tup)
 
+    def ack_many(self, tups: Any) -> None:
+        for tup in tups:
+            if not tup._done:
+                self.ack(tup)
+
     def fail(self, tup: Any) -> None:
         tup._done = True
         self.failed.append(tup)
+
+    def call_soon(self, fn: Any) -> None:
+        """The writer thread's wake-up; this test settles from the executor side (flush_batches)."""
+        self.woken.append(fn)
 
     def report_error(self, text: str) -> None:
         self.errors.append(text)

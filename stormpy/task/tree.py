@@ -1,0 +1,393 @@
+"""The tuple-tree arithmetic, in one place: start a tree, extend it, settle, fail, flush.
+
+Storm's acking (DESIGN section 6), as stormpy does it:
+
+- **start** (spout emit with ``tup_id``): a random 64-bit root id, a random edge id per
+  receiving task, each message carrying ``{root: edge}``; the acker task
+  ``acker_tasks[root % n]`` gets ``__ack_init(root, xor of the edges, spout task)`` and the
+  spout task's pending map remembers ``[tup_id, start time, stream]``.
+- **extend** (bolt emit anchored to tuples): per target a new edge id, XORed into each
+  anchor's *ack value* and carried by the message as ``{root: edge}`` for each anchor root. A
+  raw message (raw-batch drivers) keeps no ack value: its new edge joins ``pending`` at once.
+- **settle** (bolt ack): ``pending[root] ^= edge ^ ack value`` for each anchor of the tuple;
+  consecutive tuples of one tree combine in locals before touching the dict.
+- **fail**: the roots' combined acks are dropped and ``__ack_fail(root)`` goes to their ackers.
+- **flush**: ``pending`` becomes one ``__ack_ack([root, value, ...])`` message per acker task.
+
+XOR is associative and commutative, so combining per root and per flush gives the acker the
+same value as one message per edge would. :class:`TupleTrees` is one executor's share (the
+executor owns it, its tasks and drivers are handed it); the emit strategies and the fast emit
+paths below are built from it. The fast paths inline the one-target, one-root case of
+``spout_place``/``bolt_place`` (they run once per emitted tuple; ``benchmarks/emit_cost.py``
+measures them) and must send exactly what the general path sends — the random ids are drawn in
+the same order, which ``tests/task/test_tuple_tree.py`` checks. Executor thread only.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from stormpy.streams import ACK_ACK, ACK_FAIL, ACK_INIT, DEFAULT_STREAM
+
+if TYPE_CHECKING:
+    from stormpy.task.bolt_executor import BoltTask
+    from stormpy.task.emit import FastRoute, Outbox
+    from stormpy.task.spout_executor import SpoutTask
+    from stormpy.api.tuple import Tuple
+
+log = logging.getLogger(__name__)
+
+#: ``{root id: edge id}`` of a message or a received Tuple (None: not tracked).
+Anchors = dict[int, int]
+#: ``place(stream, values, targets, tup_id, anchors)``: anchor and queue one emit.
+Place = Callable[[str, list[Any], Sequence[int], Any, Any], None]
+#: A task's ``emit(values, tup_id, stream, anchors, direct_task, need_task_ids)``.
+EmitFn = Callable[..., "list[int] | None"]
+
+_getrandbits = random.getrandbits
+# Value types the short path accepts without a call; ints need a range check.
+_FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
+
+
+class TupleTrees:
+    """One executor's tuple-tree bookkeeping: its combined acks and the way to its ackers."""
+
+    __slots__ = ("outbox", "acker_tasks", "num_ackers", "src_task", "pending")
+
+    def __init__(self, outbox: Outbox, acker_tasks: Sequence[int], src_task: int) -> None:
+        self.outbox = outbox
+        self.acker_tasks = list(acker_tasks)
+        self.num_ackers = len(self.acker_tasks)
+        #: The executor's first task: the source of its combined ``__ack_ack`` messages.
+        self.src_task = src_task
+        #: root id -> XOR of this executor's settled edges and ack values since the last flush
+        self.pending: dict[int, int] = {}
+
+    # ------------------------------------------------------------ start and extend
+    def start(self, targets: Sequence[int], stream: str, spout_task: int, values: list[Any]) -> int:
+        """Start a tree: a new root, one anchored message per target, ``__ack_init`` to the
+        root's acker. Returns the root (the spout task's pending map keeps it)."""
+        root = _getrandbits(64)
+        self.init(root, self.edges(targets, stream, spout_task, values, root), spout_task)
+        return root
+
+    def edges(self, targets: Sequence[int], stream: str, src: int, values: list[Any], root: int) -> int:
+        """One message per target anchored to ``{root: new edge}``; returns the XOR of the edges.
+
+        The anchored half of every emit of a tree with one root (a spout's new tree, a bolt's
+        emit from a tuple with one root): the caller XORs the result into the ack-init value or
+        into the anchor tuple's ack value.
+        """
+        outbox = self.outbox
+        boxes = outbox.boxes
+        batch_size = outbox.batch_size
+        getrandbits = _getrandbits
+        acc = 0
+        for dest in targets:
+            edge = getrandbits(64)
+            acc ^= edge
+            box = boxes[dest]
+            box.append((stream, src, values, {root: edge}))
+            if len(box) >= batch_size:
+                outbox.send_full(dest)
+        return acc
+
+    def init(self, root: int, value: int, spout_task: int) -> None:
+        """Tell the tree's acker that ``spout_task`` started ``root`` with edges XORing to ``value``."""
+        self.outbox.add(self.acker_tasks[root % self.num_ackers], (ACK_INIT, spout_task, [root, value, spout_task], None))
+
+    def extend_raw(self, roots: Iterable[int], edge: int) -> None:
+        """A new edge anchored to a raw message: it joins the combined acks of its roots now."""
+        pending = self.pending
+        for root in roots:
+            pending[root] = pending.get(root, 0) ^ edge
+
+    # ------------------------------------------------------------ settle and fail
+    def settle(self, anchors: Anchors | None, ack_val: int = 0) -> None:
+        """Ack one tuple (or raw message, ``ack_val`` 0): its edges XOR the edges emitted from it."""
+        if anchors is not None and self.num_ackers:
+            pending = self.pending
+            for root, edge in anchors.items():
+                pending[root] = pending.get(root, 0) ^ edge ^ ack_val
+
+    def settle_tuples(self, tups: Iterable[Tuple]) -> None:
+        """``settle`` for a batch of Tuples (batching bolts' ``ack_many``)."""
+        anchors_list: list[Anchors] = []
+        vals: list[int] = []
+        for tup in tups:
+            if tup._anchors is not None:
+                anchors_list.append(tup._anchors)
+                vals.append(tup._ack_val)
+        self.settle_runs(anchors_list, vals)
+
+    def settle_runs(self, anchors_list: list[Anchors], vals: list[int]) -> None:
+        """``settle`` for the acked tuples of a received batch, given as their anchors and ack
+        values (the driver keeps these, not the Tuples: holding a batch's Tuples alive until
+        the end of the batch measured 25% more per tuple). Consecutive tuples of one root (a
+        sentence's words) combine in locals; the dict is touched when the root changes."""
+        if not self.num_ackers:
+            return
+        pending = self.pending
+        run_root: int | None = None
+        run_val = 0
+        for anchors, val in zip(anchors_list, vals):
+            if len(anchors) == 1:   # one root, the common case: no items() iterator
+                (root,) = anchors
+                if root == run_root:
+                    run_val ^= anchors[root] ^ val
+                    continue
+                if run_root is not None:
+                    pending[run_root] = pending.get(run_root, 0) ^ run_val
+                run_root, run_val = root, anchors[root] ^ val
+                continue
+            for root, edge in anchors.items():
+                if root == run_root:
+                    run_val ^= edge ^ val
+                else:
+                    if run_root is not None:
+                        pending[run_root] = pending.get(run_root, 0) ^ run_val
+                    run_root, run_val = root, edge ^ val
+        if run_root is not None:
+            pending[run_root] = pending.get(run_root, 0) ^ run_val
+
+    def fail_roots(self, anchors: Anchors | None, task_id: int) -> None:
+        """Fail the trees of ``anchors`` at once: their combined acks go, ``__ack_fail`` is sent."""
+        if anchors is None or not self.num_ackers:
+            return
+        for root in anchors:
+            self.pending.pop(root, None)
+            self.outbox.add(self.acker_tasks[root % self.num_ackers], (ACK_FAIL, task_id, [root], None))
+
+    # ------------------------------------------------------------ flush
+    def has_acks(self) -> bool:
+        return bool(self.pending)
+
+    def flush(self) -> None:
+        """One ``__ack_ack`` per acker task, ``[root, value, root, value, ...]``, into the outbox."""
+        pending = self.pending
+        if not pending:
+            return
+        n = self.num_ackers
+        per_acker: list[list[int]] = [[] for _ in range(n)]
+        for root, val in pending.items():
+            if val:
+                values = per_acker[root % n]
+                values.append(root)
+                values.append(val)
+        pending.clear()
+        add = self.outbox.add
+        src = self.src_task
+        for acker, values in zip(self.acker_tasks, per_acker):
+            if values:
+                add(acker, (ACK_ACK, src, values, None))
+
+
+# ---------------------------------------------------------------- the general strategies
+
+def spout_place(task: SpoutTask) -> Place:
+    """A spout starts a tuple tree per tracked emit (``tup_id`` given and ackers present).
+
+    Without ackers (or receivers) a tracked emit is acked as soon as ``next_tuple`` returns
+    (``task.ack_now``).
+    """
+    trees = task.trees
+    add_to_each = trees.outbox.add_to_each
+    start = trees.start
+    tid = task.task_id
+    num_ackers = trees.num_ackers
+    pending_put = task.pending.put
+    ack_now = task.ack_now
+    monotonic = time.monotonic
+
+    def place(stream: str, values: list[Any], targets: Sequence[int], tup_id: Any, anchors: Any) -> None:
+        if tup_id is not None and num_ackers and targets:
+            pending_put(start(targets, stream, tid, values), [tup_id, monotonic(), stream])
+        else:
+            add_to_each(targets, (stream, tid, values, None))
+            if tup_id is not None:
+                ack_now.append((tup_id, stream))
+        task.emit_count += 1
+
+    return place
+
+
+def _anchored_place(task: BoltTask) -> Callable[[str, list[Any], Sequence[int], Sequence[Any]], None]:
+    """A bolt's emit anchored to any number of Tuples and raw messages, one edge per anchor
+    and target; raw messages' edges join the combined acks at once (see ``extend_raw``)."""
+    trees = task.trees
+    add = trees.outbox.add
+    extend_raw = trees.extend_raw
+    tid = task.task_id
+    getrandbits = _getrandbits
+
+    def place_anchored(stream: str, values: list[Any], targets: Sequence[int], anchors: Sequence[Any]) -> None:
+        message = None
+        for target in targets:
+            out_anchors: dict[int, int] | None = None
+            for anchor in anchors:
+                if anchor is None:
+                    continue
+                roots = anchor[3] if type(anchor) is tuple else anchor._anchors
+                if not roots:
+                    continue
+                edge = getrandbits(64)
+                if type(anchor) is tuple:  # a raw message: no ack value of its own
+                    extend_raw(roots, edge)
+                else:
+                    anchor._ack_val ^= edge
+                if out_anchors is None:
+                    out_anchors = {}
+                for root in roots:
+                    out_anchors[root] = out_anchors.get(root, 0) ^ edge
+            if out_anchors is None:
+                if message is None:
+                    message = (stream, tid, values, None)
+                add(target, message)
+            else:
+                add(target, (stream, tid, values, out_anchors))
+
+    return place_anchored
+
+
+def bolt_place(task: BoltTask) -> Place:
+    """A bolt extends the trees of its anchors: explicit ``anchors``, else ``anchored()``
+    tuples, else (``auto_anchor``) the tuple being processed.
+
+    The tree cannot complete early: the message's own edge is outstanding until it is acked.
+    """
+    trees = task.trees
+    add_to_each = trees.outbox.add_to_each
+    edges = trees.edges
+    place_anchored = _anchored_place(task)
+    tid = task.task_id
+
+    def place(stream: str, values: list[Any], targets: Sequence[int], tup_id: Any, anchors: Any) -> None:
+        if anchors is None:
+            anchors = task.batch_anchors
+            if anchors is None:
+                current = task.current
+                roots = current._anchors if current is not None and task.auto_anchor else None
+                if roots is None:
+                    add_to_each(targets, (stream, tid, values, None))
+                    return
+                if len(roots) != 1:
+                    place_anchored(stream, values, targets, (current,))
+                    return
+                (root,) = roots  # the common case: one anchor tuple with one root
+                assert current is not None
+                current._ack_val ^= edges(targets, stream, tid, values, root)
+                return
+        place_anchored(stream, values, targets, anchors)
+
+    return place
+
+
+# ---------------------------------------------------------------- the fast paths
+
+def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: EmitFn) -> EmitFn:
+    """A spout's ``emit`` for the default stream with plain values: one target inlines
+    ``spout_place`` (a new tree: root, edge, ``__ack_init``, pending entry); the rest goes to
+    ``place`` (other target counts) or ``general`` (any other argument)."""
+    select, nfields, counter, check_value = route.select, route.num_fields, route.counter, route.check_value
+    key_cache, key_index = route.key_cache, route.key_index
+    fast_types = _FAST_TYPES
+    tid = task.task_id
+    outbox = task.trees.outbox
+    boxes, batch_size, send_full = outbox.boxes, outbox.batch_size, outbox.send_full
+    num_ackers, ackers = task.trees.num_ackers, task.trees.acker_tasks
+    pending_put = task.pending.put
+    getrandbits = _getrandbits
+    monotonic = time.monotonic
+
+    def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
+             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+        if (stream is not None or anchors is not None or direct_task is not None or need_task_ids
+                or type(values) is not list or len(values) != nfields):
+            return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
+        for value in values:
+            if type(value) not in fast_types:
+                check_value(value)
+        if key_cache is not None:
+            key = values[key_index]
+            targets = key_cache.get(key) if type(key) is str else None
+            if targets is None:
+                targets = select(values)
+        else:
+            targets = select(values)
+        counter[0] += 1
+        counter[1] += len(targets)
+        if len(targets) != 1 or (tup_id is not None and not num_ackers):
+            place(DEFAULT_STREAM, values, targets, tup_id, None)
+            return None
+        dest = targets[0]
+        box = boxes[dest]
+        if tup_id is None:
+            box.append((DEFAULT_STREAM, tid, values, None))
+        else:
+            root, edge = getrandbits(64), getrandbits(64)
+            box.append((DEFAULT_STREAM, tid, values, {root: edge}))
+            pending_put(root, [tup_id, monotonic(), DEFAULT_STREAM])
+            acker = ackers[root % num_ackers]
+            init = boxes[acker]
+            init.append((ACK_INIT, tid, [root, edge, tid], None))
+            if len(init) >= batch_size:
+                send_full(acker)
+        if len(box) >= batch_size:
+            send_full(dest)
+        task.emit_count += 1
+        return None
+
+    return emit
+
+
+def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: EmitFn) -> EmitFn:
+    """A bolt's ``emit`` for the default stream with plain values: one target and a tuple in
+    hand with one root (or none) inlines ``bolt_place``; the rest goes to ``place`` (other
+    anchoring) or ``general`` (any other argument)."""
+    select, nfields, counter, check_value = route.select, route.num_fields, route.counter, route.check_value
+    key_cache, key_index = route.key_cache, route.key_index
+    fast_types = _FAST_TYPES
+    tid = task.task_id
+    outbox = task.trees.outbox
+    boxes, batch_size, send_full = outbox.boxes, outbox.batch_size, outbox.send_full
+    getrandbits = _getrandbits
+
+    def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
+             direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
+        if (stream is not None or anchors is not None or direct_task is not None or need_task_ids
+                or type(values) is not list or len(values) != nfields or tup_id is not None):
+            return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
+        for value in values:
+            if type(value) not in fast_types:
+                check_value(value)
+        if key_cache is not None:
+            key = values[key_index]
+            targets = key_cache.get(key) if type(key) is str else None
+            if targets is None:
+                targets = select(values)
+        else:
+            targets = select(values)
+        counter[0] += 1
+        counter[1] += len(targets)
+        current = task.current
+        roots = current._anchors if current is not None and task.auto_anchor else None
+        if len(targets) != 1 or task.batch_anchors is not None or (roots is not None and len(roots) != 1):
+            place(DEFAULT_STREAM, values, targets, None, None)
+            return None
+        dest = targets[0]
+        box = boxes[dest]
+        if roots is None:
+            box.append((DEFAULT_STREAM, tid, values, None))
+        else:
+            edge = getrandbits(64)
+            current._ack_val ^= edge  # type: ignore[union-attr]  # roots is not None: current is set
+            (root,) = roots
+            box.append((DEFAULT_STREAM, tid, values, {root: edge}))
+        if len(box) >= batch_size:
+            send_full(dest)
+        return None
+
+    return emit

@@ -1,0 +1,191 @@
+"""The fast and the general emit path send the same tuple-tree traffic (``stormpy.task.tree``).
+
+The fast paths inline the common case of the anchoring strategies for speed; here the same
+emits go once through the fast path (``emit(values)``) and once through the general one
+(``emit(values, stream="default")`` takes it), from the same random seed, on real executors
+of a compiled plan whose outbox hands batches to a recording transfer (no threads). Every
+message must be the same, acker traffic included, and the XOR arithmetic must balance in the
+acker's ``Ledger`` as in ``tests/acker/test_acker_ledger.py``.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from stormpy import Bolt, Grouping, Spout, Topology, Tuple
+from stormpy.acker.ledger import ACKED, Ledger
+from stormpy.streams import ACK_ACK, ACK_INIT, DEFAULT_STREAM
+from stormpy.task.bolt_executor import BoltExecutor, BoltTask
+from stormpy.task.runtime import WorkerRuntime
+from stormpy.task.spout_executor import SpoutExecutor, SpoutTask
+from stormpy.api.compile import compile_topology
+from stormpy.topology.plan import build_plan
+
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
+
+
+class Sentences(Spout):
+    outputs = ["sentence"]
+
+
+class Split(Bolt):
+    outputs = ["word"]
+
+
+class Count(Bolt):
+    outputs: list[str] = []
+
+
+class WordCount(Topology):
+    spout = Sentences.spec(par=1)
+    split = Split.spec(inputs={spout: Grouping.SHUFFLE}, par=1)
+    count = Count.spec(inputs={split: Grouping.fields("word")}, par=2)
+
+
+class Recorder:
+    """The transfer: keeps every ``(dest, message)`` in the order the outbox handed them over."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, Any]] = []
+
+    def send(self, dest: int, messages: list[Any]) -> None:
+        self.sent.extend((dest, m) for m in messages)
+
+
+def _runtime(**conf: Any) -> tuple[WorkerRuntime, Recorder]:
+    plan = build_plan(compile_topology(WordCount), {"topology.acker.executors": 2, **conf}, "wc-1", "wc")
+    recorder = Recorder()
+    return WorkerRuntime(plan, plan.executors(), recorder), recorder
+
+
+def _executor(runtime: WorkerRuntime, component: str) -> Any:
+    return next(e for e in runtime.executors.values() if e.component_id == component)
+
+
+def _received(component: str, src: int, values: list[Any], anchors: dict[int, int] | None) -> Tuple:
+    """A tuple as the bolt executor builds it for a received message."""
+    return Tuple(None, component, DEFAULT_STREAM, src, values, anchors, 0.0, (component, DEFAULT_STREAM))
+
+
+def _spout_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list[int]]:
+    random.seed(seed)
+    runtime, recorder = _runtime()
+    ex: SpoutExecutor = _executor(runtime, "spout")
+    task = SpoutTask(ex, ex.start_task)
+    for n, word in enumerate(WORDS):
+        if general:
+            task.emit([word], tup_id=n, stream=DEFAULT_STREAM)
+        else:
+            task.emit([word], tup_id=n)
+    task.emit(["untracked"]) if not general else task.emit(["untracked"], stream=DEFAULT_STREAM)
+    ex.flush()
+    return recorder.sent, sorted(task.pending_live)
+
+
+def _bolt_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list[Tuple]]:
+    random.seed(seed)
+    runtime, recorder = _runtime()
+    ex: BoltExecutor = _executor(runtime, "split")
+    task = BoltTask(ex, ex.start_task)
+    spout_task = runtime.plan.components["spout"].tasks[0]
+    inputs = [_received("spout", spout_task, ["a b"], {random.getrandbits(64): random.getrandbits(64)}),
+              _received("spout", spout_task, ["c d"], None),
+              _received("spout", spout_task, ["e f"], {1: 2, 3: 4})]
+    for tup in inputs:
+        task.current = tup
+        for word in tup.values[0].split():
+            if general:
+                task.emit([word], stream=DEFAULT_STREAM)
+            else:
+                task.emit([word])
+        task.ack(tup)
+    task.current = None
+    ex.flush()
+    return recorder.sent, inputs
+
+
+def test_a_spout_starts_the_same_trees_on_both_paths() -> None:
+    fast, fast_roots = _spout_traffic(general=False, seed=21)
+    general, general_roots = _spout_traffic(general=True, seed=21)
+    assert fast == general
+    assert fast_roots == general_roots and len(fast_roots) == len(WORDS)
+    inits = [m for _dest, m in fast if m[0] == ACK_INIT]
+    assert len(inits) == len(WORDS) and sorted(m[2][0] for m in inits) == fast_roots
+    assert _spout_traffic(general=False, seed=22)[0] != fast, "the ids are random: the seed must matter"
+
+
+def test_a_spout_tree_balances_in_the_acker_ledger() -> None:
+    sent, _roots = _spout_traffic(general=False, seed=5)
+    ledger = Ledger()
+    data = [m for _dest, m in sent if m[0] == DEFAULT_STREAM and m[3] is not None]
+    for _dest, m in sent:
+        if m[0] == ACK_INIT:
+            root, value, spout_task = m[2]
+            assert ledger.init(root, value, spout_task) is None
+    for m in data:   # the split bolt acks each tuple without emitting: every tree completes
+        ((root, edge),) = m[3].items()
+        assert ledger.ack(root, edge) == (ACKED, m[1])
+    assert len(ledger) == 0
+
+
+def test_a_bolt_extends_and_settles_the_same_trees_on_both_paths() -> None:
+    fast, fast_inputs = _bolt_traffic(general=False, seed=3)
+    general, _ = _bolt_traffic(general=True, seed=3)
+    assert fast == general
+    acks = [m for _dest, m in fast if m[0] == ACK_ACK]
+    assert acks, "the anchored inputs' acks reach their ackers"
+    words = [m for _dest, m in fast if m[0] == DEFAULT_STREAM]
+    assert [m[2][0] for m in words] == ["a", "b", "c", "d", "e", "f"]
+    assert [m[3] is None for m in words] == [False, False, True, True, False, False]
+
+
+def test_a_bolt_tree_completes_only_when_the_emitted_tuples_are_acked() -> None:
+    sent, inputs = _bolt_traffic(general=False, seed=9)
+    first = inputs[0]
+    assert first._anchors is not None
+    ((root, edge),) = first._anchors.items()
+    ledger = Ledger()
+    assert ledger.init(root, edge, spout_task=1) is None             # the spout's edge to "a b"
+    for _dest, m in sent:
+        if m[0] == ACK_ACK:
+            pairs = dict(zip(m[2][::2], m[2][1::2]))
+            if root in pairs:
+                assert ledger.ack(root, pairs[root]) is None        # "a" and "b" still open
+    children = [m for _dest, m in sent if m[0] == DEFAULT_STREAM and m[3] is not None and root in m[3]]
+    assert [m[2][0] for m in children] == ["a", "b"]
+    assert ledger.ack(root, children[0][3][root]) is None
+    assert ledger.ack(root, children[1][3][root]) == (ACKED, 1)
+
+
+def _settled_by(driver: bool, messages: list[Any]) -> dict[int, int]:
+    """The combined acks of the count bolt after it acked ``messages``: through its driver
+    (auto-ack, settled per batch in runs) or one ``ack`` call per tuple."""
+    runtime, _recorder = _runtime()
+    ex: BoltExecutor = _executor(runtime, "count")
+    task = BoltTask(ex, ex.start_task)
+    ex.tasks[task.task_id] = task
+    ex._start_task(task)
+    assert task.component is not None, "the Count bolt starts"
+    if driver:
+        task.driver.on_messages(messages)
+    else:
+        split_task = runtime.plan.components["split"].tasks[0]
+        for stream, src, values, anchors in messages:
+            assert src == split_task
+            task.ack(_received("split", src, values, anchors))
+    return dict(ex.trees.pending)
+
+
+def test_the_driver_settles_a_batch_as_acking_each_tuple_would() -> None:
+    random.seed(1)
+    runtime, _recorder = _runtime()
+    src = runtime.plan.components["split"].tasks[0]
+    roots = [random.getrandbits(64) for _ in range(4)]
+    anchors: list[dict[int, int] | None] = []
+    for root in roots[:3]:            # runs of one root (a sentence's words) ...
+        anchors += [{root: random.getrandbits(64)} for _ in range(3)]
+    anchors += [None, {roots[0]: 5, roots[3]: 6}, {roots[1]: 7}, {roots[3]: 8}]   # ... and the rest
+    messages = [(DEFAULT_STREAM, src, [f"w{i}"], a) for i, a in enumerate(anchors)]
+    by_driver = _settled_by(driver=True, messages=messages)
+    assert by_driver == _settled_by(driver=False, messages=messages)
+    assert set(by_driver) == set(roots)
