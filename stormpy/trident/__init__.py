@@ -8,14 +8,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from stormpy.trident.memory_state import MemoryMapState
-from stormpy.trident.operations import (Aggregator, CombinerAggregator, Count, Filter, Function, MapGet,
-                                        QueryFunction, ReducerAggregator, Sum, TridentTuple)
-from stormpy.trident.redis_state import RedisMapState
-from stormpy.trident.spouts import BatchSpout, OpaquePartitionedSpout, PartitionedSpout
-from stormpy.trident.sqlite_state import SqliteMapState
-from stormpy.trident.state import BackingMap, MapState, State, StateFactory, StateUpdater, map_state_factory
-from stormpy.trident.topology import GroupedStream, Stream, TridentState, TridentTopology
+from stormpy.trident import _moved
+from stormpy.trident.state.memory import MemoryMapState
+from stormpy.trident.runtime.operations import (Aggregator, CombinerAggregator, Count, Filter, Function, MapGet,
+                                                QueryFunction, ReducerAggregator, Sum, TridentTuple)
+from stormpy.trident.state.redis import RedisMapState
+from stormpy.trident.runtime.spouts import BatchSpout, OpaquePartitionedSpout, PartitionedSpout
+from stormpy.trident.state.sqlite import SqliteMapState
+from stormpy.trident.state.map_state import BackingMap, MapState, State, StateFactory, StateUpdater, map_state_factory
+from stormpy.trident.api.topology import GroupedStream, Stream, TridentState, TridentTopology
 
 __all__ = ["TridentTopology", "Stream", "GroupedStream", "TridentState", "BatchSpout", "PartitionedSpout",
            "OpaquePartitionedSpout", "Function", "Filter", "CombinerAggregator", "ReducerAggregator",
@@ -24,8 +25,10 @@ __all__ = ["TridentTopology", "Stream", "GroupedStream", "TridentState", "BatchS
            "RedisMapState", "SparkState", "OpaqueKafkaSpout", "TransactionalKafkaSpout",
            "OpaqueRedisStreamSpout"]
 
+_moved.install()   # the module paths of before the api/planner/runtime/state split still import
+
 #: connector classes ``stormpy.trident`` re-exports, imported on first use (no cycle, no client import)
-_LAZY = {"SparkState": "stormpy.trident.spark_state", "OpaqueKafkaSpout": "stormpy.kafka.trident",
+_LAZY = {"SparkState": "stormpy.spark.trident_state", "OpaqueKafkaSpout": "stormpy.kafka.trident",
          "TransactionalKafkaSpout": "stormpy.kafka.trident", "OpaqueRedisStreamSpout": "stormpy.redis.streams"}
 
 

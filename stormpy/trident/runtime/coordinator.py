@@ -34,8 +34,8 @@ from typing import Any
 from stormpy import config as cfg
 from stormpy.task.component import Spout
 from stormpy.topology.dsl import Stream
-from stormpy.trident import txstate
-from stormpy.trident.stats import LatencyWindow
+from stormpy.trident.state import txstate
+from stormpy.trident.runtime.stats import LatencyWindow
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,13 @@ import cloudpickle
 
 from stormpy.config import TOPOLOGY_TRIDENT_HOST_LOCAL_STATES
 from stormpy.thrift import storm
-from stormpy.trident.bolts import SpoutCoordinatorBolt, TridentBolt
-from stormpy.trident.coordinator import (BATCH_STREAM, COMMIT_STREAM, COORDINATOR_ID, SUCCESS_STREAM,
-                                         TX_FIELD, MasterBatchCoordinator)
-from stormpy.trident.graph import BATCH_FIELD, Graph, Group, commit_phase_nodes, coord_stream, plan_groups
-from stormpy.trident.placement import component_entries
-from stormpy.trident.processors import GroupSpec, NodeSpec
-from stormpy.trident.validate import invalid, validate_graph, validate_groups
+from stormpy.trident.runtime.bolts import SpoutCoordinatorBolt, TridentBolt
+from stormpy.trident.runtime.coordinator import (BATCH_STREAM, COMMIT_STREAM, COORDINATOR_ID, SUCCESS_STREAM,
+                                                 TX_FIELD, MasterBatchCoordinator)
+from stormpy.trident.planner.graph import BATCH_FIELD, Graph, Group, commit_phase_nodes, coord_stream, plan_groups
+from stormpy.trident.planner.placement import component_entries
+from stormpy.trident.runtime.processors import GroupSpec, NodeSpec
+from stormpy.trident.planner.validate import invalid, validate_graph, validate_groups
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from stormpy.extras import import_module, require
-from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
-                                   MapStateFactory, decode_key, encode_key, decode_value, encode_value)
+from stormpy.trident.state.map_state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
+                                             MapStateFactory, decode_key, encode_key, decode_value, encode_value)
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
-                                   MapStateFactory, decode_value, encode_value)
+from stormpy.trident.state.map_state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
+                                             MapStateFactory, decode_value, encode_value)
 
 log = logging.getLogger(__name__)
 
