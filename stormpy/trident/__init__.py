@@ -15,7 +15,8 @@ from stormpy.trident.runtime.operations import (Aggregator, CombinerAggregator, 
 from stormpy.trident.state.redis import RedisMapState
 from stormpy.trident.runtime.spouts import BatchSpout, OpaquePartitionedSpout, PartitionedSpout
 from stormpy.trident.state.sqlite import SqliteMapState
-from stormpy.trident.state.map_state import BackingMap, MapState, State, StateFactory, StateUpdater, map_state_factory
+from stormpy.trident.state.contract import BackingMap, State, StateFactory, StateUpdater
+from stormpy.trident.state.map_state import MapState, map_state_factory
 from stormpy.trident.api.topology import GroupedStream, Stream, TridentState, TridentTopology
 
 __all__ = ["TridentTopology", "Stream", "GroupedStream", "TridentState", "BatchSpout", "PartitionedSpout",
