@@ -1,7 +1,7 @@
 """The Trident user API (DESIGN 7.1): TridentTopology, Stream, GroupedStream, TridentState.
 
-Calls only record nodes in a :class:`~stormpy.trident.graph.Graph`; nothing runs here and
-nothing is checked eagerly: :func:`stormpy.trident.validate.validate_graph` checks the whole
+Calls only record nodes in a :class:`~stormpy.trident.planner.graph.Graph`; nothing runs here and
+nothing is checked eagerly: :func:`stormpy.trident.planner.validate.validate_graph` checks the whole
 graph at compile time and names the stream and field at fault. Output fields are appended to
 the input fields, as in Trident (``each``, ``state_query``); aggregations replace them
 (group fields + output fields).
