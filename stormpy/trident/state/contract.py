@@ -9,10 +9,7 @@ storage a backend (memory, SQLite, Redis, the user's own) implements.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from stormpy.trident.state.map_state import MapState
+from typing import Any
 
 TRANSACTIONAL = "transactional"
 OPAQUE = "opaque"
@@ -57,8 +54,8 @@ class StateFactory:
     def make_state(self, conf: Any, context: Any, partition_index: int, num_partitions: int) -> State:
         raise NotImplementedError(f"{type(self).__name__} must implement make_state()")
 
-    def open_map(self) -> "MapState":
-        """A map over the same storage for use outside a topology (reports, tests)."""
+    def open_map(self) -> Any:
+        """A MapState over the same storage for use outside a topology (reports, tests)."""
         raise NotImplementedError(f"{type(self).__name__} has no open_map()")
 
 
