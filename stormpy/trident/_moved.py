@@ -58,7 +58,9 @@ class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        module.__spec__ = module.__spec__.loader_state   # the module keeps its own spec (name, origin)
+        alias_spec = module.__spec__
+        assert alias_spec is not None
+        module.__spec__ = alias_spec.loader_state   # the module keeps its own spec (name, origin)
 
 
 def install() -> None:

@@ -112,7 +112,9 @@ def test_layers_import_only_downwards() -> None:
 def test_the_layout_check_sees_a_function_level_import(tmp_path: Path) -> None:
     """The checks above read imports inside functions too (a lazy import is still an arrow)."""
     sample = tmp_path / "sample.py"
-    sample.write_text("def f():\n    from stormpy.spark.session import acquire_session\n    import stormpy.trident.api\n")
+    sample.write_text("def f():\n"
+                      "    from stormpy.spark.session import acquire_session\n"
+                      "    import stormpy.trident.api\n")
     assert [mod for _, mod in _imports(sample)] == ["stormpy.spark.session", "stormpy.trident.api"]
 
 
@@ -139,12 +141,25 @@ def test_old_paths_resolve_in_a_fresh_process_and_in_old_pickles() -> None:
         "assert resolve_class('stormpy.trident.bolts:TridentBolt').__module__ == 'stormpy.trident.runtime.bolts'\n"
         "from stormpy.trident.spark_state import SparkState\n"
         "assert SparkState.__module__ == 'stormpy.spark.trident_state'\n"
-        "assert pickle.loads(b'cstormpy.trident.redis_state\\n_restore\\n.').__module__ == 'stormpy.trident.state.redis'\n"
+        "restore = pickle.loads(b'cstormpy.trident.redis_state\\n_restore\\n.')\n"
+        "assert restore.__module__ == 'stormpy.trident.state.redis'\n"
         "assert pickle.loads(b'cstormpy.trident.state\\nBackingMaker\\n.').__name__ == 'BackingMaker'\n"
         "print('ok')\n")
     env = {**os.environ, "PYTHONPATH": str(TRIDENT.parent.parent)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_nimbus_placement_check_loads_neither_the_api_nor_the_runtime() -> None:
+    """Nimbus imports stormpy.trident.planner.placement at submit; the package face imports lazily."""
+    code = ("import sys\n"
+            "import stormpy.trident.planner.placement\n"
+            "loaded = [m for m in sys.modules if m.startswith(('stormpy.trident.api', 'stormpy.trident.runtime', "
+            "'stormpy.trident.state', 'pyspark'))]\n"
+            "print(loaded)\n")
+    env = {**os.environ, "PYTHONPATH": str(TRIDENT.parent.parent)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_new_pickles_name_the_new_modules(tmp_path: Path) -> None:
