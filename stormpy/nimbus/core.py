@@ -109,7 +109,7 @@ class Nimbus:
         validate_topology(topology, user_conf)   # first: it names bad config values clearly
         topology_conf = self._normalize_conf(name, user_conf)
         validate_topology(topology, topology_conf)
-        from stormpy.trident.planner.placement import check_host_local_states   # lazy: most Nimbus runs need no Trident
+        from stormpy.trident.placement import check_host_local_states   # lazy: most Nimbus runs need no Trident
         check_host_local_states(topology, topology_conf, self.state.supervisors())
         with self.lock:
             if self.find_id(name) is not None:

@@ -1,8 +1,9 @@
 """stormpy.trident: exactly-once, batch-at-a-time stream processing (DESIGN 7.1 names).
 
 Everything a Trident topology file imports lives here. Each name is imported on first use, so that
-importing Trident does not import PySpark (``SparkState``) or a connector, and so that Nimbus,
-which imports only :mod:`stormpy.trident.planner.placement`, loads none of the API or the runtime.
+importing Trident does not import PySpark (``SparkState``) or a connector, and so that code which
+needs one module of a lower layer (a placement check of the planner, say) loads neither the API nor
+the runtime.
 
 The package is layered, top to bottom: ``api`` (TridentTopology, Stream), ``planner`` (graph,
 validation, compilation into Storm components), ``runtime`` (bolts, coordinator, processors, and

@@ -150,8 +150,9 @@ def test_old_paths_resolve_in_a_fresh_process_and_in_old_pickles() -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
-def test_nimbus_placement_check_loads_neither_the_api_nor_the_runtime() -> None:
-    """Nimbus imports stormpy.trident.planner.placement at submit; the package face imports lazily."""
+def test_a_planner_module_loads_neither_the_api_nor_the_runtime() -> None:
+    """The package face imports each name on first use: a daemon or tool that needs one planner
+    module (the placement check) does not load the user API, the runtime or PySpark with it."""
     code = ("import sys\n"
             "import stormpy.trident.planner.placement\n"
             "loaded = [m for m in sys.modules if m.startswith(('stormpy.trident.api', 'stormpy.trident.runtime', "
