@@ -137,7 +137,8 @@ def test_old_paths_resolve_in_a_fresh_process_and_in_old_pickles() -> None:
     Trident import of the process."""
     code = (
         "import importlib, pickle\n"
-        "bolt = getattr(importlib.import_module('stormpy.trident.bolts'), 'TridentBolt')\n"   # as a worker resolves a class path
+        # as a worker resolves the class path stormpy.trident.bolts:TridentBolt
+        "bolt = getattr(importlib.import_module('stormpy.trident.bolts'), 'TridentBolt')\n"
         "assert bolt.__module__ == 'stormpy.trident.runtime.bolts'\n"
         "from stormpy.trident.spark_state import SparkState\n"
         "assert SparkState.__module__ == 'stormpy.spark.trident_state'\n"
