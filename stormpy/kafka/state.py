@@ -25,7 +25,7 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.kafka.bolt import FieldNameMapper, _to_bytes
-from stormpy.trident.state import State, StateFactory, StateUpdater
+from stormpy.trident.state.contract import State, StateFactory, StateUpdater
 
 log = logging.getLogger(__name__)
 

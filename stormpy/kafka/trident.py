@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stormpy.kafka.config import FirstPollOffsetStrategy, RecordTranslator, _enum, make_translator
-from stormpy.trident.spouts import OpaquePartitionedSpout, PartitionedSpout
+from stormpy.trident.runtime.spouts import OpaquePartitionedSpout, PartitionedSpout
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from stormpy.api.component import Spout
-from stormpy.trident.spouts import OpaquePartitionedSpout
+from stormpy.trident.runtime.spouts import OpaquePartitionedSpout
 
 log = logging.getLogger(__name__)
 

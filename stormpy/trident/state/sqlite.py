@@ -26,8 +26,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
-                                   MapStateFactory, decode_key, encode_key, decode_value, encode_value)
+from stormpy.trident.state.backing import BackingMaker
+from stormpy.trident.state.codec import decode_key, decode_value, encode_key, encode_value
+from stormpy.trident.state.contract import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap
+from stormpy.trident.state.map_state import MapStateFactory
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ class SqliteMapState(BackingMap):
 
     commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
     fencing = True      # multi_put_if: owner and fence records (state.Fence)
-    placement = "host"  # one host's disk (placement.py)
+    placement = "host"  # one host's disk (stormpy.trident.planner.placement)
 
     def __init__(self, path: str | Path, table: str | None = None, *, busy_timeout_secs: float = 30.0) -> None:
         if not str(path):

@@ -15,8 +15,8 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.thrift import storm
-from stormpy.trident import operations as ops
-from stormpy.trident.graph import Graph, Group, Node, commit_phase_nodes
+from stormpy.trident.runtime import operations as ops
+from stormpy.trident.planner.graph import Graph, Group, Node, commit_phase_nodes
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from stormpy.trident.operations import TridentTuple
+from stormpy.trident.runtime.operations import TridentTuple
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.extras import require
-from stormpy.trident.state import State, StateFactory, StateUpdater
+from stormpy.trident.state.contract import State, StateFactory, StateUpdater
 
 log = logging.getLogger(__name__)
 

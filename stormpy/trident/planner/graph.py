@@ -26,7 +26,6 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 BATCH_FIELD = "$tx"
-COORD_PREFIX = "$coord-"
 REPARTITION_KINDS = ("shuffle", "fields", "all", "global", "batch_global")
 
 
@@ -234,10 +233,6 @@ def _assign_ids(groups: list[Group]) -> None:
         names = [node.name for node in group.nodes if node.name]
         group.id = f"b-{n}" + (f"-{'-'.join(dict.fromkeys(names))}" if names else "")
         n += 1
-
-
-def coord_stream(stream: str) -> str:
-    return COORD_PREFIX + stream
 
 
 def commit_phase_nodes(graph: Graph) -> set[int]:

@@ -32,8 +32,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from stormpy.extras import import_module, require
-from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
-                                   MapStateFactory, decode_key, encode_key, decode_value, encode_value)
+from stormpy.trident.state.backing import BackingMaker
+from stormpy.trident.state.codec import decode_key, decode_value, encode_key, encode_value
+from stormpy.trident.state.contract import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap
+from stormpy.trident.state.map_state import MapStateFactory
 
 log = logging.getLogger(__name__)
 

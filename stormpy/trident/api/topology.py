@@ -1,7 +1,7 @@
 """The Trident user API (DESIGN 7.1): TridentTopology, Stream, GroupedStream, TridentState.
 
-Calls only record nodes in a :class:`~stormpy.trident.graph.Graph`; nothing runs here and
-nothing is checked eagerly: :func:`stormpy.trident.validate.validate_graph` checks the whole
+Calls only record nodes in a :class:`~stormpy.trident.planner.graph.Graph`; nothing runs here and
+nothing is checked eagerly: :func:`stormpy.trident.planner.validate.validate_graph` checks the whole
 graph at compile time and names the stream and field at fault. Output fields are appended to
 the input fields, as in Trident (``each``, ``state_query``); aggregations replace them
 (group fields + output fields).
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stormpy.api.dsl import Topology
-from stormpy.trident import operations as ops
-from stormpy.trident.graph import Graph, Node
+from stormpy.trident.runtime import operations as ops
+from stormpy.trident.planner.graph import Graph, Node
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class GroupedStream:
         return self._persist(state_factory, args, input_fields)
 
     def _persist(self, state_factory: Any, args: tuple[Any, ...], input_fields: Any) -> "TridentState":
-        from stormpy.trident.updaters import MapCombinerUpdater, MapReducerUpdater
+        from stormpy.trident.api.updaters import MapCombinerUpdater, MapReducerUpdater
 
         if len(args) == 3:
             input_fields, args = args[0], args[1:]
@@ -240,7 +240,7 @@ class TridentTopology(Topology):
 
     def new_stream(self, name: str, spout: Any, par: int | None = None) -> Stream:
         """A stream of batches from ``spout`` (BatchSpout, PartitionedSpout or OpaquePartitionedSpout)."""
-        from stormpy.trident.spouts import spout_kind
+        from stormpy.trident.runtime.spouts import spout_kind
 
         outputs = getattr(spout, "outputs", None)
         fields = _fields(outputs) if outputs else ()
@@ -266,6 +266,6 @@ class TridentTopology(Topology):
     @classmethod
     def compile_storm_topology(cls, conf: Mapping[str, Any]) -> Any:
         """Run ``build(conf)`` and compile the graph into a StormTopology of framework components."""
-        from stormpy.trident.compile import compile_trident
+        from stormpy.trident.planner.compile import compile_trident
 
         return compile_trident(cls, conf)

@@ -34,8 +34,8 @@ from typing import Any
 from stormpy import config as cfg
 from stormpy.api.component import Spout
 from stormpy.api.dsl import Stream
-from stormpy.trident import txstate
-from stormpy.trident.stats import LatencyWindow
+from stormpy.trident.runtime.stats import LatencyWindow
+from stormpy.trident.state import txstate
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,12 @@ COMMIT_STREAM = "$commit"
 SUCCESS_STREAM = "$success"
 COORDINATOR_ID = "$mastercoord-bg0"
 TX_FIELD = "tx"
+#: streams "$coord-<stream>" carry, per batch, how many tuples of <stream> each task sent (direct)
+COORD_PREFIX = "$coord-"
+
+
+def coord_stream(stream: str) -> str:
+    return COORD_PREFIX + stream
 
 
 class StaleCoordinatorError(RuntimeError):

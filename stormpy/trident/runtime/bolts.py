@@ -17,12 +17,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy.api.component import Bolt
-from stormpy.trident import txstate
-from stormpy.trident.batch import BatchCore
-from stormpy.trident.coordinator import BATCH_STREAM, COMMIT_STREAM, SUCCESS_STREAM
-from stormpy.trident.graph import COORD_PREFIX, coord_stream
-from stormpy.trident.processors import GroupRuntime, GroupSpec
-from stormpy.trident.spouts import make_source
+from stormpy.trident.runtime.batch import BatchCore
+from stormpy.trident.runtime.coordinator import BATCH_STREAM, COMMIT_STREAM, COORD_PREFIX, SUCCESS_STREAM, coord_stream
+from stormpy.trident.runtime.processors import GroupRuntime, GroupSpec
+from stormpy.trident.runtime.spouts import make_source
+from stormpy.trident.state import txstate
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stormpy.trident import operations as ops
-from stormpy.trident.operations import TridentTuple
+from stormpy.trident.runtime import operations as ops
+from stormpy.trident.runtime.operations import TridentTuple
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import traceback
 from collections import Counter
 from typing import Any, Protocol
 
-from stormpy.trident.stats import LatencyWindow
+from stormpy.trident.runtime.stats import LatencyWindow
 
 log = logging.getLogger(__name__)
 

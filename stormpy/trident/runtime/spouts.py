@@ -24,7 +24,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from stormpy.trident import txstate as tx
+from stormpy.trident.state import txstate as tx
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,10 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from stormpy.trident.state import (NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap, BackingMaker,
-                                   MapStateFactory, decode_value, encode_value)
+from stormpy.trident.state.backing import BackingMaker
+from stormpy.trident.state.codec import decode_value, encode_value
+from stormpy.trident.state.contract import NON_TRANSACTIONAL, OPAQUE, TRANSACTIONAL, BackingMap
+from stormpy.trident.state.map_state import MapStateFactory
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ class MemoryMapState(BackingMap):
 
     commit_log = True   # an opaque state keeps its commit log here (state.OPAQUE_LOG_KEY)
     fencing = True      # multi_put_if: owner and fence records (state.Fence)
-    placement = "process"   # each worker process has its own registry (placement.py)
+    placement = "process"   # each worker process has its own registry (stormpy.trident.planner.placement)
 
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name:

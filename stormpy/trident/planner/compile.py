@@ -22,13 +22,13 @@ import cloudpickle
 
 from stormpy.config import TOPOLOGY_TRIDENT_HOST_LOCAL_STATES
 from stormpy.thrift import storm
-from stormpy.trident.bolts import SpoutCoordinatorBolt, TridentBolt
-from stormpy.trident.coordinator import (BATCH_STREAM, COMMIT_STREAM, COORDINATOR_ID, SUCCESS_STREAM,
-                                         TX_FIELD, MasterBatchCoordinator)
-from stormpy.trident.graph import BATCH_FIELD, Graph, Group, commit_phase_nodes, coord_stream, plan_groups
-from stormpy.trident.placement import component_entries
-from stormpy.trident.processors import GroupSpec, NodeSpec
-from stormpy.trident.validate import invalid, validate_graph, validate_groups
+from stormpy.trident.planner.graph import BATCH_FIELD, Graph, Group, commit_phase_nodes, plan_groups
+from stormpy.trident.planner.placement import component_entries
+from stormpy.trident.planner.validate import invalid, validate_graph, validate_groups
+from stormpy.trident.runtime.bolts import SpoutCoordinatorBolt, TridentBolt
+from stormpy.trident.runtime.coordinator import (BATCH_STREAM, COMMIT_STREAM, COORDINATOR_ID, SUCCESS_STREAM,
+                                                 TX_FIELD, MasterBatchCoordinator, coord_stream)
+from stormpy.trident.runtime.processors import GroupSpec, NodeSpec
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _common(inputs: dict[Any, Any], streams: dict[str, Any], par: int,
 
 def _state_conf(group: Group) -> dict[str, Any]:
     """Component config naming the group's states kept on one host or in one process (Nimbus checks
-    them against the cluster at submit: placement.py)."""
+    them against the cluster at submit: planner/placement.py)."""
     entries = component_entries([node.spec["state"].factory for node in group.nodes if "state" in node.spec])
     return {TOPOLOGY_TRIDENT_HOST_LOCAL_STATES.name: entries} if entries else {}
 
