@@ -1,7 +1,8 @@
 """The engine: what runs tasks inside a worker (or ``stormpy local``).
 
 - ``drivers``: how a bolt task's input reaches its component (per tuple, batching, raw batches)
-- ``emit``: the emit paths and the acker messages they send
+- ``tree``: the tuple-tree arithmetic (start, extend, settle, fail, flush) and the fast emit paths
+- ``emit``: the general emit path, its checks and the outbox
 - ``grouping``: routing from Thrift Grouping objects to task ids
 - ``executor`` / ``spout_executor`` / ``bolt_executor``: one thread per task range
 - ``stats``: per-executor counters with Storm's rolling windows

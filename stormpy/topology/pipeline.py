@@ -13,7 +13,7 @@
 - Nimbus (``nimbus/core.py``) never sees a user class: :func:`admit` checks the name, its
   limits and the struct again (a client other than stormpy's may have built it) and gives the
   conf it stores; :func:`plan` then makes the plan it schedules, as the worker does from the
-  stored files (``plan.load_plan``).
+  stored files (``load_plan`` below).
 
 Everything here works on the Thrift struct and config mappings, so the daemons run it without
 importing user code or the engine; compiling, which needs the user's classes, is the one stage

@@ -1,5 +1,5 @@
 """The submit-time check that a Trident state kept on one host or in one process can serve the
-whole topology (see ``stormpy.trident.placement`` for how states declare where they live).
+whole topology (see ``stormpy.trident.planner.placement`` for how states declare where they live).
 
 The Trident compiler records, in each bolt's component config, the host-local states it uses
 (``topology.trident.host.local.states``: descriptions only); Nimbus reads them here from the

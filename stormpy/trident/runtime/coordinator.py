@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stormpy import config as cfg
+from stormpy import streams
 from stormpy.api.component import Spout
 from stormpy.api.dsl import Stream
 from stormpy.trident.runtime.stats import LatencyWindow
@@ -39,17 +40,15 @@ from stormpy.trident.state import txstate
 
 log = logging.getLogger(__name__)
 
-BATCH_STREAM = "$batch"
-COMMIT_STREAM = "$commit"
-SUCCESS_STREAM = "$success"
-COORDINATOR_ID = "$mastercoord-bg0"
+# The system names are owned by stormpy.streams; the names used across Trident are kept here.
+BATCH_STREAM = streams.BATCH_STREAM
+COMMIT_STREAM = streams.COMMIT_STREAM
+SUCCESS_STREAM = streams.SUCCESS_STREAM
+COORDINATOR_ID = streams.MASTER_COORDINATOR
 TX_FIELD = "tx"
 #: streams "$coord-<stream>" carry, per batch, how many tuples of <stream> each task sent (direct)
-COORD_PREFIX = "$coord-"
-
-
-def coord_stream(stream: str) -> str:
-    return COORD_PREFIX + stream
+COORD_PREFIX = streams.COORD_STREAM_PREFIX
+coord_stream = streams.coord_stream
 
 
 class StaleCoordinatorError(RuntimeError):
