@@ -28,14 +28,11 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from stormpy import config as cfg
-from stormpy.api.contract import BoltOutputCollector, ComponentEngine, SpoutOutputCollector
+from stormpy.api.contract import BoltDriver, BoltOutputCollector, ComponentEngine, SpoutOutputCollector
 from stormpy.api.tuple import Tuple
-
-if TYPE_CHECKING:
-    from stormpy.task.drivers import Driver
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +40,7 @@ log = logging.getLogger(__name__)
 #: tuple) and ``"batching"`` (``BatchingBolt``), each called as ``driver(task, bolt)``. The
 #: engine registers its driver classes here when ``stormpy.task.drivers`` is imported: the
 #: engine imports the user API, never the reverse.
-DRIVERS: dict[str, Callable[[Any, Any], "Driver"]] = {}
+DRIVERS: dict[str, Callable[[Any, Any], BoltDriver]] = {}
 
 
 class Metrics(dict[str, float]):
@@ -277,7 +274,7 @@ class Bolt(Component):
         """pystorm's ``Bolt.is_tick(tup)``: whether ``tup`` is a tick tuple."""
         return tup.is_tick
 
-    def make_driver(self, task: BoltOutputCollector) -> Driver:
+    def make_driver(self, task: BoltOutputCollector) -> BoltDriver:
         """How the executor feeds this bolt (framework hook, see ``stormpy.task.drivers``):
         one ``process`` call per tuple, acked after it returns when ``auto_ack``."""
         return DRIVERS["tuple"](task, self)
@@ -370,7 +367,7 @@ class BatchingBolt(Bolt):
                 self._ticks_seen = 0
                 self.flush_batches()
 
-    def make_driver(self, task: BoltOutputCollector) -> Driver:
+    def make_driver(self, task: BoltOutputCollector) -> BoltDriver:
         """Tuples wait in batches and are acked after ``process_batch``, not after ``process``."""
         return DRIVERS["batching"](task, self)
 

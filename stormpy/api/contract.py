@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from stormpy.api.tuple import Tuple
 
-__all__ = ["BoltOutputCollector", "ComponentEngine", "IOutputCollector", "ISpoutOutputCollector",
+__all__ = ["BoltDriver", "BoltOutputCollector", "ComponentEngine", "IOutputCollector", "ISpoutOutputCollector",
            "OutputCollector", "RawMessage", "SpoutOutputCollector"]
 
 #: A raw message as raw-batch drivers (the acker, Trident's bolts) receive it:
@@ -117,6 +117,29 @@ class BoltOutputCollector(ComponentEngine, Protocol):
 
     def send(self, dest: int, message: RawMessage) -> None:
         """Framework bolts (the acker): queue a ready-made message for task ``dest``."""
+        ...
+
+
+@runtime_checkable
+class BoltDriver(Protocol):
+    """What the engine calls on the object a bolt's ``make_driver`` returns (the other way round
+    from the collectors: the engine feeds the component through it). The engine's drivers
+    (``stormpy.task.drivers``) implement it; declaring it here keeps the user API from naming
+    engine classes."""
+
+    #: Named in crash reports ("component x task 3 raised in process").
+    where: str
+
+    def on_messages(self, messages: list[Any]) -> None:
+        """Handle one received batch of ``(stream, src_task, values, anchors)`` messages."""
+        ...
+
+    def pending(self) -> list[Any]:
+        """Tuples (or raw messages) held unacked beyond ``held``: failed on a crash."""
+        ...
+
+    def before_close(self) -> None:
+        """Hand over held-back work now (drain at shutdown, before ``close``)."""
         ...
 
 
