@@ -1,0 +1,249 @@
+"""A hostile topology on a secured cluster (issue 25, item 3): workers hold only their own
+topology's credentials and run as the submitting user (``supervisor.run.worker.as.user``).
+
+On a real process cluster (ZooKeeper with digest ACLs, shared-secret Thrift, CURVE data plane)
+a word count runs as one unprivileged user and a hostile topology as another. The hostile
+spout, inside its running worker, tries to (a) read the shared secret file, (b) read the
+supervisor's config and environment and the other topology's downloaded config, (c) read and
+write the other topology's ZooKeeper nodes with its own ZooKeeper identity and anonymously, and
+(d) call ``killTopology`` on the other topology over Thrift; every attempt must fail, while its
+own assignment stays readable (the control). Its config, environment, argv and every command line
+on the host must not hold the secret or the ZooKeeper payload. A topology whose submitter is not
+a user of the host gets one line in the supervisor's log and no worker.
+
+Needs root (the supervisor switches users) and ``useradd``: the test creates two users and
+removes them; when the interpreter lives under a directory other users cannot pass (pyenv in
+``/root``), that directory gets o+x for the module and its mode back afterwards.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from process_cluster import REPO, ProcessCluster, module_cluster, print_logs_if_failed
+from stormpy.auth import set_user_password, topology_zookeeper_payload
+from stormpy.testing import wait_until
+from test_cluster_faults import acked_ids, finish, run_conf, unique
+
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
+
+HOSTILE_USER = "stormpy-test-hostile"
+VICTIM_USER = "stormpy-test-victim"
+MISSING_USER = "stormpy-no-such-user"
+SECRET_TEXT = "a-cluster-secret-for-the-hostile-test-0123456789"
+ZK_PAYLOAD = "stormpy:zk-pass-hostile-test"
+
+
+def _why_not_possible() -> str | None:
+    if os.geteuid() != 0:
+        return "supervisor.run.worker.as.user needs the test to run as root (it switches users)"
+    for tool in ("useradd", "userdel"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed: cannot create the unprivileged worker users"
+    return None
+
+
+def _create_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                       check=True, capture_output=True)
+        return pwd.getpwnam(name)
+
+
+def _runs_as(account: pwd.struct_passwd) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", "import stormpy.worker.worker, kazoo, zmq"], user=account.pw_uid,
+                          group=account.pw_gid, extra_groups=[], env=env, cwd="/", capture_output=True,
+                          text=True, timeout=60)
+
+
+def _open_interpreter(account: pwd.struct_passwd) -> dict[Path, int]:
+    """Give o+x to the directories above the interpreter and the repository that other users
+    cannot pass; returns their old modes."""
+    changed: dict[Path, int] = {}
+    for target in (Path(sys.executable).resolve(), Path(sys.prefix).resolve(), REPO):
+        for parent in reversed(target.parents):
+            mode = parent.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                changed.setdefault(parent, stat.S_IMODE(mode))
+                os.chmod(parent, stat.S_IMODE(mode) | stat.S_IXOTH)
+    return changed
+
+
+@pytest.fixture(scope="module")
+def users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
+    reason = _why_not_possible()
+    if reason:
+        pytest.skip(reason)
+    created = [name for name in (HOSTILE_USER, VICTIM_USER) if not _exists(name)]
+    hostile, victim = _create_user(HOSTILE_USER), _create_user(VICTIM_USER)
+    changed: dict[Path, int] = {}
+    try:
+        if _runs_as(hostile).returncode != 0:
+            changed = _open_interpreter(hostile)
+        check = _runs_as(hostile)
+        if check.returncode != 0:
+            pytest.skip(f"user {HOSTILE_USER} cannot run this interpreter: {check.stderr.strip()[-300:]}")
+        yield hostile, victim
+    finally:
+        for path, mode in changed.items():
+            os.chmod(path, mode)
+        for name in created:
+            subprocess.run(["userdel", name], capture_output=True)
+
+
+def _exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def secrets() -> Iterator[Path]:
+    directory = Path(tempfile.mkdtemp(prefix="stormpy-hostile-secret-"))   # 0700, root's
+    try:
+        (directory / "secret").write_text(SECRET_TEXT + "\n")
+        (directory / "secret").chmod(0o600)
+        set_user_password(directory / "ui-users", "admin", "a-ui-password-for-the-hostile-test")
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(request: pytest.FixtureRequest, users, secrets: Path) -> Iterator[ProcessCluster]:
+    """One supervisor (both topologies on one host), workers run as their submitters."""
+    base = Path(tempfile.mkdtemp(prefix="stormpy-hostile-"))
+    base.chmod(0o711)   # the workers' users pass through to their own directories
+    conf = {"storm.thrift.auth.secret.file": str(secrets / "secret"),
+            "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": ZK_PAYLOAD,
+            "storm.messaging.curve.enable": True, "ui.auth.enable": True,
+            "ui.users.file": str(secrets / "ui-users"), "supervisor.run.worker.as.user": True}
+    try:
+        with module_cluster(request, base, 1, 3, conf) as started:
+            yield started
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def logged(cluster: ProcessCluster, request: pytest.FixtureRequest) -> Iterator[ProcessCluster]:
+    yield cluster
+    print_logs_if_failed(cluster, request)
+
+
+def _supervisor_log(cluster: ProcessCluster) -> str:
+    return (cluster.log_dir / "supervisor-0.out").read_text(errors="replace")
+
+
+def _out_dir(base: Path, name: str, owner: pwd.struct_passwd) -> Path:
+    out = base / name
+    out.mkdir()
+    os.chown(out, owner.pw_uid, owner.pw_gid)
+    return out
+
+
+def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster, users, secrets: Path) -> None:
+    cluster = logged
+    hostile_user, victim_user = users
+    victim_name, hostile_name = unique("victim-wc"), unique("hostile")
+    victim_out = _out_dir(cluster.base, "victim-out", victim_user)
+    hostile_out = _out_dir(cluster.base, "hostile-out", hostile_user)
+    victim_id = cluster.submit("wordcount.py", victim_name, workers=1,
+                               conf=run_conf(victim_out, 100000, **{"topology.submitter.user": VICTIM_USER}))
+    hostile_id = ""
+    try:
+        cluster.wait_workers(victim_id, 1)
+        wait_until(lambda: len(acked_ids(victim_out)) > 50, 90, "the victim word count to ack sentences")
+        supervisor = cluster.supervisors[0]
+        victim_conf = Path(cluster.local_dirs()[0]) / "supervisor" / "stormdist" / victim_id / "stormconf.json"
+        assert victim_conf.exists(), victim_conf
+        hostile_id = cluster.submit("hostile.py", hostile_name, workers=1, conf={
+            "test.out.dir": str(hostile_out), "test.victim.id": victim_id, "test.victim.name": victim_name,
+            "test.secret.file": str(secrets / "secret"), "test.supervisor.conf": str(supervisor.config_path),
+            "test.supervisor.pid": supervisor.pid, "test.victim.stormconf": str(victim_conf),
+            "topology.submitter.user": HOSTILE_USER})
+        report_path = hostile_out / "hostile-report.json"
+        wait_until(report_path.exists, 120, "the hostile spout's report")
+        report = json.loads(report_path.read_text())
+
+        # the workers run as their submitters, and their files are theirs only
+        assert report["uid"] == hostile_user.pw_uid
+        for topology_id, account in ((hostile_id, hostile_user), (victim_id, victim_user)):
+            [proc] = cluster.worker_processes(topology_id)
+            assert proc.uids().real == account.pw_uid, (topology_id, proc.uids())
+            conf_file = Path(proc.cmdline()[proc.cmdline().index("--conf") + 1])
+            info = conf_file.stat()
+            assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (account.pw_uid, 0o600), conf_file
+
+        failed = {key: value for key, value in report.items() if isinstance(value, str) and key != "own_conf"}
+        # (a) the shared secret
+        assert failed["read_secret"].startswith("PermissionError"), failed["read_secret"]
+        # (b) the supervisor's config and environment, the other topology's config
+        assert failed["read_supervisor_conf"].startswith("PermissionError"), failed["read_supervisor_conf"]
+        assert failed["read_supervisor_environ"].startswith("PermissionError"), failed["read_supervisor_environ"]
+        assert failed["read_other_topology_code"].startswith("PermissionError"), failed["read_other_topology_code"]
+        # (c) ZooKeeper: nothing of the other topology, with its own identity or none
+        for key in ("zk_list_assignments", "zk_read_victim_assignment", "zk_read_victim_storm",
+                    "zk_list_victim_heartbeats", "zk_write_victim_heartbeat", "zk_delete_victim_storm",
+                    "zk_anonymous_read_victim"):
+            assert failed[key].startswith("NoAuthError"), (key, failed[key])
+        assert failed["zk_read_own_assignment"].startswith("ok"), failed["zk_read_own_assignment"]
+        # (d) Thrift: killTopology is refused (no secret to authenticate with, none readable)
+        for key in ("thrift_kill_victim", "thrift_kill_victim_with_secret_path"):
+            assert not failed[key].startswith("ok"), (key, failed[key])
+        assert "authentication required" in failed["thrift_kill_victim"], failed["thrift_kill_victim"]
+        assert "Permission denied" in failed["thrift_kill_victim_with_secret_path"], \
+            failed["thrift_kill_victim_with_secret_path"]
+
+        # nothing the worker sees holds the cluster's credentials
+        seen = json.dumps(report)
+        zk_password = ZK_PAYLOAD.partition(":")[2]
+        for credential in (SECRET_TEXT, ZK_PAYLOAD, zk_password):
+            assert credential not in seen, f"the worker could see {credential!r}"
+        assert "storm.thrift.auth.secret.file" not in report["own_conf_keys"]
+        assert "storm.zookeeper.auth.payload" not in report["own_conf_keys"]
+        # ...but its own topology's identity, which is no other topology's
+        assert topology_zookeeper_payload(ZK_PAYLOAD, hostile_id) in report["own_conf"]
+        assert topology_zookeeper_payload(ZK_PAYLOAD, victim_id) not in seen
+
+        # the victim is untouched and still flowing
+        assert cluster.topology_id(victim_name) == victim_id
+        before = len(acked_ids(victim_out))
+        wait_until(lambda: len(acked_ids(victim_out)) > before + 20, 60, "the victim to keep acking")
+    finally:
+        if hostile_id:
+            finish(cluster, hostile_name, hostile_id)
+        finish(cluster, victim_name, victim_id)
+
+
+def test_a_submitter_without_an_account_gets_no_worker(logged: ProcessCluster) -> None:
+    cluster = logged
+    name = unique("nobody")
+    out = cluster.base / "nobody-out"
+    out.mkdir()
+    topology_id = cluster.submit("wordcount.py", name, workers=1,
+                                 conf=run_conf(out, 10, **{"topology.submitter.user": MISSING_USER}))
+    try:
+        line = (f"ERROR stormpy.supervisor.daemon [supervisor-processes] supervisor.run.worker.as.user: user "
+                f"'{MISSING_USER}' (topology.submitter.user of {topology_id}) does not exist on this host; "
+                "worker not started\n")
+        wait_until(lambda: line in _supervisor_log(cluster), 60, "the supervisor to log the refusal")
+        assert not cluster.worker_pids(topology_id)
+        assert not (cluster.base / "supervisor-0" / "logs" / "workers-artifacts" / topology_id).exists()
+    finally:
+        finish(cluster, name, topology_id)
