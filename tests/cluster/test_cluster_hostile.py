@@ -35,7 +35,7 @@ from stormpy.auth import set_user_password, topology_zookeeper_payload
 from stormpy.testing import wait_until
 from test_cluster_faults import acked_ids, finish, run_conf, unique
 
-pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(400)
 
 HOSTILE_USER = "stormpy-test-hostile"
 VICTIM_USER = "stormpy-test-victim"
@@ -62,11 +62,16 @@ def _create_user(name: str) -> pwd.struct_passwd:
         return pwd.getpwnam(name)
 
 
-def _runs_as(account: pwd.struct_passwd) -> subprocess.CompletedProcess[str]:
+def _runs_as(account: pwd.struct_passwd) -> str | None:
+    """None when ``account`` can run this interpreter and import stormpy; else why not."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", "import stormpy.worker.worker, kazoo, zmq"], user=account.pw_uid,
-                          group=account.pw_gid, extra_groups=[], env=env, cwd="/", capture_output=True,
-                          text=True, timeout=60)
+    try:
+        result = subprocess.run([sys.executable, "-c", "import stormpy.worker.worker, kazoo, zmq"],
+                                user=account.pw_uid, group=account.pw_gid, extra_groups=[], env=env, cwd="/",
+                                capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        return str(exc)
+    return None if result.returncode == 0 else result.stderr.strip()[-300:]
 
 
 def _open_interpreter(account: pwd.struct_passwd) -> dict[Path, int]:
@@ -91,11 +96,11 @@ def users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
     hostile, victim = _create_user(HOSTILE_USER), _create_user(VICTIM_USER)
     changed: dict[Path, int] = {}
     try:
-        if _runs_as(hostile).returncode != 0:
+        if _runs_as(hostile) is not None:
             changed = _open_interpreter(hostile)
-        check = _runs_as(hostile)
-        if check.returncode != 0:
-            pytest.skip(f"user {HOSTILE_USER} cannot run this interpreter: {check.stderr.strip()[-300:]}")
+        problem = _runs_as(hostile)
+        if problem is not None:
+            pytest.skip(f"user {HOSTILE_USER} cannot run this interpreter: {problem}")
         yield hostile, victim
     finally:
         for path, mode in changed.items():

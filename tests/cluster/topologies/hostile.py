@@ -46,7 +46,7 @@ def _zookeeper(conf: dict, auth: bool):
 
     hosts = ",".join(f"{h}:{conf['storm.zookeeper.port']}" for h in conf["storm.zookeeper.servers"])
     payload = conf.get("storm.zookeeper.topology.auth.payload")
-    client = KazooClient(hosts=hosts + conf["storm.zookeeper.root"],
+    client = KazooClient(hosts=hosts,     # no chroot: kazoo would probe the root node, refused too
                          auth_data=[("digest", payload)] if auth and payload else None)
     client.start(timeout=20)
     return client
@@ -72,7 +72,7 @@ class HostileSpout(Spout):
         conf_file = _own_conf_file()
         report: dict = {"uid": os.getuid(), "argv": sys.argv, "environ": dict(os.environ),
                         "cmdlines": _all_cmdlines()}
-        report["own_conf"] = _attempt(conf_file.read_text)
+        report["own_conf"] = conf_file.read_text()
         conf = json.loads(conf_file.read_text())
         report["own_conf_keys"] = sorted(conf)
         # (a) the cluster's shared secret, at the path the operator configured
@@ -84,19 +84,20 @@ class HostileSpout(Spout):
         report["read_other_topology_code"] = _attempt(
             Path(self.stormconf["test.victim.stormconf"]).read_text)
         # (c) ZooKeeper: the other topology's nodes, with this worker's own identity and without
+        root = conf["storm.zookeeper.root"].rstrip("/")
         with_own = _zookeeper(conf, auth=True)
         anonymous = _zookeeper(conf, auth=False)
         try:
-            report["zk_list_assignments"] = _attempt(lambda: with_own.get_children("/assignments"))
-            report["zk_read_victim_assignment"] = _attempt(lambda: with_own.get(f"/assignments/{victim}"))
-            report["zk_read_victim_storm"] = _attempt(lambda: with_own.get(f"/storms/{victim}"))
-            report["zk_list_victim_heartbeats"] = _attempt(lambda: with_own.get_children(f"/workerbeats/{victim}"))
+            report["zk_list_assignments"] = _attempt(lambda: with_own.get_children(f"{root}/assignments"))
+            report["zk_read_victim_assignment"] = _attempt(lambda: with_own.get(f"{root}/assignments/{victim}"))
+            report["zk_read_victim_storm"] = _attempt(lambda: with_own.get(f"{root}/storms/{victim}"))
+            report["zk_list_victim_heartbeats"] = _attempt(lambda: with_own.get_children(f"{root}/workerbeats/{victim}"))
             report["zk_write_victim_heartbeat"] = _attempt(
-                lambda: with_own.create(f"/workerbeats/{victim}/forged-1", b"x"))
-            report["zk_delete_victim_storm"] = _attempt(lambda: with_own.delete(f"/storms/{victim}"))
-            report["zk_anonymous_read_victim"] = _attempt(lambda: anonymous.get(f"/assignments/{victim}"))
+                lambda: with_own.create(f"{root}/workerbeats/{victim}/forged-1", b"x"))
+            report["zk_delete_victim_storm"] = _attempt(lambda: with_own.delete(f"{root}/storms/{victim}"))
+            report["zk_anonymous_read_victim"] = _attempt(lambda: anonymous.get(f"{root}/assignments/{victim}"))
             # the control: the same client may read its own topology's assignment
-            report["zk_read_own_assignment"] = _attempt(lambda: with_own.get(f"/assignments/{own_id}"))
+            report["zk_read_own_assignment"] = _attempt(lambda: with_own.get(f"{root}/assignments/{own_id}"))
         finally:
             for client in (with_own, anonymous):
                 client.stop()
