@@ -236,6 +236,41 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
         finish(cluster, victim_name, victim_id)
 
 
+def test_a_worker_identity_keeps_its_own_trident_state_only(logged: ProcessCluster) -> None:
+    """Trident's transactional state (keyed by topology name) is readable and writable with a
+    worker's identity for its own topology only; Nimbus grants it at submit."""
+    from kazoo.exceptions import NoAuthError
+
+    from stormpy.auth import worker_conf
+    from stormpy.cluster_state.transactional import ZkTransactionalState
+
+    cluster = logged
+    names = [unique("trident-a"), unique("trident-b")]
+    ids = [cluster.submit("wordcount.py", name, workers=1,
+                          conf=run_conf(cluster.base / name, 10, **{"topology.submitter.user": MISSING_USER}))
+           for name in names]
+    states = []
+    try:
+        supervisor_conf = cluster.supervisor_conf(0)
+        mine = ZkTransactionalState(worker_conf(supervisor_conf, ids[0]), names[0])
+        theirs = ZkTransactionalState(worker_conf(supervisor_conf, ids[1]), names[1])
+        intruder = ZkTransactionalState(worker_conf(supervisor_conf, ids[0]), names[1])
+        states = [mine, theirs, intruder]
+        mine.set("coordinator/currtx", 7)
+        theirs.set("coordinator/currtx", 9)
+        assert (mine.get("coordinator/currtx"), theirs.get("coordinator/currtx")) == (7, 9)
+        with pytest.raises(NoAuthError):
+            intruder.get("coordinator/currtx")
+        with pytest.raises(NoAuthError):
+            intruder.set("coordinator/currtx", 1)
+        assert theirs.get("coordinator/currtx") == 9
+    finally:
+        for state in states:
+            state.close()
+        for name, topology_id in zip(names, ids):
+            finish(cluster, name, topology_id)
+
+
 def test_a_submitter_without_an_account_gets_no_worker(logged: ProcessCluster) -> None:
     cluster = logged
     name = unique("nobody")
