@@ -251,12 +251,13 @@ class ClusterState:
 
     # ------------------------------------------------------------ /workerbeats
     def setup_heartbeats(self, topology_id: str) -> None:
-        """Create ``/workerbeats/<id>`` and ``/errors/<id>`` (Nimbus, at submit), writable by the
-        topology's own ZooKeeper identity when ACLs are on (its workers write there)."""
+        """Create ``/workerbeats/<id>`` (Nimbus, at submit); with ZooKeeper ACLs on also
+        ``/errors/<id>``, both writable by the topology's own identity (its workers write there)."""
         self.leadership.check_writer(f"create the heartbeat node of {topology_id}")
         acl = self.topology_acl(topology_id, writable=True)
         self.session.ensure_path(zk_layout.workerbeats(topology_id), acl)
-        self.session.ensure_path(zk_layout.errors(topology_id), acl)
+        if acl is not None:
+            self.session.ensure_path(zk_layout.errors(topology_id), acl)
 
     def teardown_heartbeats(self, topology_id: str) -> None:
         self.leadership.check_writer(f"remove the heartbeats of {topology_id}")

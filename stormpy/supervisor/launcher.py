@@ -122,6 +122,9 @@ class Launcher:
         self.local_dir = str(Path(conf[C.STORM_LOCAL_DIR.name]).resolve())
         self.log_dir = str(Path(conf[C.STORM_LOG_DIR.name]).resolve())
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        if conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name) and not conf.get(C.SUPERVISOR_WORKER_TLS_KEYFILE.name):
+            log.warning("SECURITY: workers get this host's TLS key for ZooKeeper (storm.zookeeper.ssl.enable): "
+                        "set supervisor.worker.tls.certfile/keyfile to a certificate of their own")
 
     def launch(self, topology_id: str, port: int, worker_id: str,
                topology_conf: Mapping[str, Any] | None = None, python: str | None = None) -> int:
