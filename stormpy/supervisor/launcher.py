@@ -144,6 +144,8 @@ class Launcher:
         out_path.touch(exist_ok=True)
         if account is not None:
             self._hand_over(topology_id, conf_file.parent, log_path.parent, account)
+            if python and Path(self.local_dir) in Path(python).parents:
+                _let_pass(Path(self.local_dir), Path(python))     # the topology's virtualenv
         childopts = topology_conf.get(C.WORKER_CHILDOPTS.name) or self.conf.get(C.WORKER_CHILDOPTS.name)
         argv = worker_command(topology_id, self.supervisor_id, port, worker_id, conf_file, childopts, python)
         env = worker_env(topology_conf, account)
