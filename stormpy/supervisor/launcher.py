@@ -151,8 +151,9 @@ class Launcher:
         env = worker_env(topology_conf, account)
         as_user: dict[str, Any] = {}
         if account is not None:
+            # umask 077: what the worker writes (its logs, its files) is its user's only
             as_user = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": [],
-                       "cwd": str(conf_file.parent)}
+                       "cwd": str(conf_file.parent), "umask": 0o077}
         # The worker writes worker.log itself (rotating at worker.log.max.bytes); its raw
         # stdout/stderr go to worker.log.out, which only holds what bypasses logging.
         with open(out_path, "ab") as out:

@@ -181,6 +181,7 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
             "test.out.dir": str(hostile_out), "test.victim.id": victim_id, "test.victim.name": victim_name,
             "test.secret.file": str(secrets / "secret"), "test.supervisor.conf": str(supervisor.config_path),
             "test.supervisor.pid": supervisor.pid, "test.victim.stormconf": str(victim_conf),
+            "test.scan.dirs": [str(d) for d in (cluster.base, *cluster.base.rglob("*"), secrets) if d.is_dir()],
             "topology.submitter.user": HOSTILE_USER})
         report_path = hostile_out / "hostile-report.json"
         wait_until(report_path.exists, 120, "the hostile spout's report")
@@ -215,8 +216,18 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
         assert "Permission denied" in failed["thrift_kill_victim_with_secret_path"], \
             failed["thrift_kill_victim_with_secret_path"]
 
-        # nothing the worker sees holds the cluster's credentials
-        seen = json.dumps(report)
+        # nothing the worker sees holds the cluster's credentials: not its config, environment or
+        # argv, no command line on the host, no file it can read under the cluster's directories
+        # (the daemons' logs are readable, as on any host; the test harness's CLI config is not stormpy's)
+        assert report["readable_files"], "the scan found not even the worker's own files"
+        foreign = [path for path in report["readable_files"]
+                   if victim_id in path or "victim-out" in path or "/zookeeper/data/" in path
+                   or "/stormdist/" in path and hostile_id not in path
+                   or path.endswith((".yaml", ".json", ".pem", "secret", "ui-users"))
+                   and hostile_id not in path and not path.endswith("daemon-logs/client.yaml")
+                   and "hostile-out" not in path and not path.endswith("leader-session.json")]
+        assert foreign == [], f"the hostile worker can read {foreign}"
+        seen = json.dumps(report) + (hostile_out / "hostile-readable.txt").read_text()
         zk_password = ZK_PAYLOAD.partition(":")[2]
         for credential in (SECRET_TEXT, ZK_PAYLOAD, zk_password):
             assert credential not in seen, f"the worker could see {credential!r}"

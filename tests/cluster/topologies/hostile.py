@@ -75,6 +75,27 @@ class HostileSpout(Spout):
         report["own_conf"] = conf_file.read_text()
         conf = json.loads(conf_file.read_text())
         report["own_conf_keys"] = sorted(conf)
+        # every file on the host's cluster directories this worker can read (the test checks that
+        # none holds the cluster's credentials and that none is another topology's or a daemon's)
+        readable, texts = [], []
+        for top in self.stormconf["test.scan.dirs"]:       # every directory, as the test saw them
+            try:
+                names = os.listdir(top)
+            except OSError:
+                continue
+            for name in names:
+                path = Path(top, name)
+                try:
+                    if not path.is_file():
+                        continue
+                    with path.open("rb") as f:
+                        data = f.read(1_000_000)
+                except OSError:
+                    continue
+                readable.append(str(path))
+                texts.append(data.decode(errors="replace"))
+        report["readable_files"] = readable
+        (self.out / "hostile-readable.txt").write_text("\n".join(texts))
         # (a) the cluster's shared secret, at the path the operator configured
         report["read_secret"] = _attempt(Path(self.stormconf["test.secret.file"]).read_bytes)
         # (b) the supervisor's config file and its process environment
