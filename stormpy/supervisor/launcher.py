@@ -36,6 +36,7 @@ import psutil
 from stormpy import auth
 from stormpy import config as C
 from stormpy import disk_layout
+from stormpy.errors import UserError
 from stormpy.logs import worker_log_path, worker_out_path
 from stormpy.supervisor import localstate
 
@@ -122,6 +123,10 @@ class Launcher:
         self.local_dir = str(Path(conf[C.STORM_LOCAL_DIR.name]).resolve())
         self.log_dir = str(Path(conf[C.STORM_LOG_DIR.name]).resolve())
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        if C.SUPERVISOR_RUN_WORKER_AS_USER.coerce(conf.get(C.SUPERVISOR_RUN_WORKER_AS_USER.name) or False) \
+                and os.geteuid() != 0:
+            raise UserError("supervisor.run.worker.as.user needs the supervisor to run as root "
+                            "(it starts each worker as its topology's submitter)")
         if conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name) and not conf.get(C.SUPERVISOR_WORKER_TLS_KEYFILE.name):
             log.warning("SECURITY: workers get this host's TLS key for ZooKeeper (storm.zookeeper.ssl.enable): "
                         "set supervisor.worker.tls.certfile/keyfile to a certificate of their own")

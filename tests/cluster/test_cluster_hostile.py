@@ -298,3 +298,28 @@ def test_a_submitter_without_an_account_gets_no_worker(logged: ProcessCluster) -
         assert not (cluster.base / "supervisor-0" / "logs" / "workers-artifacts" / topology_id).exists()
     finally:
         finish(cluster, name, topology_id)
+
+
+def test_run_as_user_needs_a_root_supervisor(users) -> None:
+    """A supervisor not running as root refuses the switch at start: one line, exit 1."""
+    hostile, _ = users
+    home = Path(tempfile.mkdtemp(prefix="stormpy-unprivileged-"))
+    try:
+        _supervisor_as(hostile, home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _supervisor_as(hostile: pwd.struct_passwd, home: Path) -> None:
+    os.chown(home, hostile.pw_uid, hostile.pw_gid)
+    conf = home / "storm.yaml"
+    conf.write_text(json.dumps({"storm.local.dir": str(home / "local"), "storm.log.dir": str(home / "logs"),
+                                "storm.zookeeper.port": 1, "supervisor.run.worker.as.user": True}))
+    os.chown(conf, hostile.pw_uid, hostile.pw_gid)
+    result = subprocess.run([sys.executable, "-m", "stormpy.cli", "supervisor", "--config", str(conf)],
+                            user=hostile.pw_uid, group=hostile.pw_gid, extra_groups=[], cwd=str(home),
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "supervisor.run.worker.as.user needs the supervisor to run as root (it starts each worker as its "
+        "topology's submitter)"), result.stderr
