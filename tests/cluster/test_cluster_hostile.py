@@ -169,7 +169,7 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
     victim_out = _out_dir(cluster.base, "victim-out", victim_user)
     hostile_out = _out_dir(cluster.base, "hostile-out", hostile_user)
     victim_id = cluster.submit("wordcount.py", victim_name, workers=1,
-                               conf=run_conf(victim_out, 100000, **{"topology.submitter.user": VICTIM_USER}))
+                               conf=run_conf(victim_out, 10 ** 9, **{"topology.submitter.user": VICTIM_USER}))
     hostile_id = ""
     try:
         cluster.wait_workers(victim_id, 1)
