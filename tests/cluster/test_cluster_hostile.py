@@ -5,10 +5,12 @@ On a real process cluster (ZooKeeper with digest ACLs, shared-secret Thrift, CUR
 a word count runs as one unprivileged user and a hostile topology as another. The hostile
 spout, inside its running worker, tries to (a) read the shared secret file, (b) read the
 supervisor's config and environment and the other topology's downloaded config, (c) read and
-write the other topology's ZooKeeper nodes with its own ZooKeeper identity and anonymously, and
-(d) call ``killTopology`` on the other topology over Thrift; every attempt must fail, while its
-own assignment stays readable (the control). Its config, environment, argv and every command line
-on the host must not hold the secret or the ZooKeeper payload. A topology whose submitter is not
+write the other topology's ZooKeeper nodes with its own ZooKeeper identity and anonymously,
+(d) call ``killTopology`` on the other topology over Thrift, and (e) send the other topology's
+workers a tuple over CURVE with its own keys; every attempt must fail, while its own assignment
+stays readable (the control). Its config, environment, argv, every command line on the host and
+every file it can read under the cluster's directories must not hold the secret or the
+ZooKeeper payload, and none of those files may be another topology's or a daemon's config. A topology whose submitter is not
 a user of the host gets one line in the supervisor's log and no worker.
 
 Needs root (the supervisor switches users) and ``useradd``: the test creates two users and
@@ -33,7 +35,7 @@ import pytest
 from process_cluster import REPO, ProcessCluster, module_cluster, print_logs_if_failed
 from stormpy.auth import set_user_password, topology_zookeeper_payload
 from stormpy.testing import wait_until
-from test_cluster_faults import acked_ids, finish, run_conf, unique
+from test_cluster_faults import acked_ids, counts, finish, run_conf, unique
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -177,7 +179,12 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
         supervisor = cluster.supervisors[0]
         victim_conf = Path(cluster.local_dirs()[0]) / "supervisor" / "stormdist" / victim_id / "stormconf.json"
         assert victim_conf.exists(), victim_conf
+        info = cluster.topology_info(victim_id)
         hostile_id = cluster.submit("hostile.py", hostile_name, workers=1, conf={
+            "test.victim.port": next(e.port for e in info.executors),
+            "test.victim.count.tasks": [e.executor_info.task_start for e in info.executors if e.component_id == "count"],
+            "test.victim.split.task": next(e.executor_info.task_start for e in info.executors
+                                           if e.component_id == "split"),
             "test.out.dir": str(hostile_out), "test.victim.id": victim_id, "test.victim.name": victim_name,
             "test.secret.file": str(secrets / "secret"), "test.supervisor.conf": str(supervisor.config_path),
             "test.supervisor.pid": supervisor.pid, "test.victim.stormconf": str(victim_conf),
@@ -237,10 +244,14 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
         assert topology_zookeeper_payload(ZK_PAYLOAD, hostile_id) in report["own_conf"]
         assert topology_zookeeper_payload(ZK_PAYLOAD, victim_id) not in seen
 
-        # the victim is untouched and still flowing
+        # the victim is untouched and still flowing, and counted no forged word
         assert cluster.topology_id(victim_name) == victim_id
         before = len(acked_ids(victim_out))
         wait_until(lambda: len(acked_ids(victim_out)) > before + 20, 60, "the victim to keep acking")
+        assert "FORGED" not in counts(victim_out)
+        victim_log = next((cluster.base / "supervisor-0" / "logs" / "workers-artifacts" / victim_id).rglob("worker.log"))
+        wait_until(lambda: "its ZeroMQ handshake failed" in victim_log.read_text(errors="replace"), 30,
+                   "the victim's worker to log the refused CURVE handshake")
     finally:
         if hostile_id:
             finish(cluster, hostile_name, hostile_id)

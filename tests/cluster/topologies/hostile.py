@@ -132,10 +132,41 @@ class HostileSpout(Spout):
                 client.killTopology(self.stormconf["test.victim.name"])
             return "killed"
 
+        # (e) the data plane: a tuple for the other topology's count tasks, over CURVE with this
+        # topology's own keys (the test checks that no count of "FORGED" appears)
+        report["curve_forge_victim"] = _attempt(lambda: self.forge(conf))
         report["thrift_kill_victim"] = _attempt(lambda: kill({}))
         report["thrift_kill_victim_with_secret_path"] = _attempt(
             lambda: kill({"storm.thrift.auth.secret.file": self.stormconf["test.secret.file"]}))
         return report
+
+
+    def forge(self, conf: dict) -> str:
+        import msgpack
+        import zmq
+
+        secret = conf["storm.messaging.curve.topology.secretkey"].encode()
+        frame = msgpack.packb([[task, [("default", self.stormconf["test.victim.split.task"], ["FORGED"], None)]]
+                               for task in self.stormconf["test.victim.count.tasks"]])
+        ctx = zmq.Context()
+        try:
+            push = ctx.socket(zmq.PUSH)
+            push.setsockopt(zmq.LINGER, 0)
+            push.curve_secretkey = secret
+            push.curve_publickey = zmq.curve_public(secret)
+            push.curve_serverkey = zmq.curve_public(secret)     # the victim's public key is not ours to know
+            push.connect(f"tcp://127.0.0.1:{self.stormconf['test.victim.port']}")
+            try:
+                push.send(frame, zmq.NOBLOCK)
+                return "queued"
+            except zmq.Again:
+                return "no connection"
+            finally:
+                import time
+                time.sleep(2)
+                push.close()
+        finally:
+            ctx.term()
 
 
 class Hostile(Topology):
