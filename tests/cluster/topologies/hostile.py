@@ -14,8 +14,7 @@ from pathlib import Path
 
 from cluster_common import write_json
 
-from stormpy import Topology
-from stormpy.task.component import Spout
+from stormpy import Spout, Topology
 
 
 def _attempt(action) -> str:
