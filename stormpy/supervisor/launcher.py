@@ -123,10 +123,15 @@ class Launcher:
         self.local_dir = str(Path(conf[C.STORM_LOCAL_DIR.name]).resolve())
         self.log_dir = str(Path(conf[C.STORM_LOG_DIR.name]).resolve())
         self._children: dict[int, subprocess.Popen[bytes]] = {}
-        if C.SUPERVISOR_RUN_WORKER_AS_USER.coerce(conf.get(C.SUPERVISOR_RUN_WORKER_AS_USER.name) or False) \
-                and os.geteuid() != 0:
+        as_users = C.SUPERVISOR_RUN_WORKER_AS_USER.coerce(conf.get(C.SUPERVISOR_RUN_WORKER_AS_USER.name) or False)
+        if as_users and os.geteuid() != 0:
             raise UserError("supervisor.run.worker.as.user needs the supervisor to run as root "
                             "(it starts each worker as its topology's submitter)")
+        if not as_users and (conf.get(C.STORM_THRIFT_AUTH_SECRET_FILE.name)
+                             or conf.get(C.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)):
+            log.warning("SECURITY: workers run as this supervisor's account, which can read its config and "
+                        "storm.thrift.auth.secret.file: a topology's code can read them too. Run the supervisor "
+                        "as root with supervisor.run.worker.as.user to run each worker as its submitter.")
         if conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name) and not conf.get(C.SUPERVISOR_WORKER_TLS_KEYFILE.name):
             log.warning("SECURITY: workers get this host's TLS key for ZooKeeper (storm.zookeeper.ssl.enable): "
                         "set supervisor.worker.tls.certfile/keyfile to a certificate of their own")

@@ -307,6 +307,7 @@ def test_a_submitter_without_an_account_gets_no_worker(logged: ProcessCluster) -
         wait_until(lambda: line in _supervisor_log(cluster), 60, "the supervisor to log the refusal")
         assert not cluster.worker_pids(topology_id)
         assert not (cluster.base / "supervisor-0" / "logs" / "workers-artifacts" / topology_id).exists()
+        assert "SECURITY: workers run as this supervisor's account" not in _supervisor_log(cluster)
     finally:
         finish(cluster, name, topology_id)
 
