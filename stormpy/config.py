@@ -301,7 +301,7 @@ STORM_ZOOKEEPER_SUPERACL = _key("storm.zookeeper.superACL", None, str, "``digest
 STORM_MESSAGING_CURVE_TOPOLOGY_SECRETKEY = _key("storm.messaging.curve.topology.secretkey", None, str, "A topology's CURVE secret key (Z85), derived by the supervisor from the shared secret and written into that topology's workers' config only (they never see the shared secret); never set by hand.")
 SUPERVISOR_RUN_WORKER_AS_USER = _key("supervisor.run.worker.as.user", False, bool, "Run each worker as the OS user named by its topology's ``topology.submitter.user`` (the supervisor must run as root; the user must exist and not be root). The worker's directories and files are then owned by that user, mode 0700/0600.")
 SUPERVISOR_WORKER_TLS_CERTFILE = _key("supervisor.worker.tls.certfile", None, str, "Certificate the workers show to ZooKeeper over TLS (storm.zookeeper.ssl.enable), instead of the host's storm.tls.certfile; give it a subject no ACL names.")
-SUPERVISOR_WORKER_TLS_KEYFILE = _key("supervisor.worker.tls.keyfile", None, str, "Key of supervisor.worker.tls.certfile; readable by the workers' users, so not the host's key.")
+SUPERVISOR_WORKER_TLS_KEYFILE = _key("supervisor.worker.tls.keyfile", None, str, "Key of supervisor.worker.tls.certfile (with supervisor.run.worker.as.user the supervisor copies both, and storm.tls.cafile, into each worker's directory for its user).")
 UI_AUTH_ENABLE = _key("ui.auth.enable", False, bool, "The UI's mutating actions, configurations and the log viewer need an HTTP basic login from ui.users.file (always on when storm.thrift.auth.secret.file is set).")
 UI_USERS_FILE = _key("ui.users.file", None, str, "UI and log viewer logins, 'user:scrypt$...' lines made by `stormpy ui-passwd`; plain passwords are refused.")
 

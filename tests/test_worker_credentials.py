@@ -10,7 +10,8 @@ import pytest
 import zmq
 
 from stormpy import auth
-from stormpy.supervisor.launcher import LaunchRefused, worker_env, worker_user
+from stormpy.errors import UserError
+from stormpy.supervisor.launcher import Launcher, LaunchRefused, copy_tls_files, worker_env, worker_user
 
 PAYLOAD = "stormpy:zk-pass-for-the-unit-test"
 
@@ -88,3 +89,32 @@ def test_a_worker_environment_drops_credential_variables(monkeypatch: pytest.Mon
     assert "STORMPY_TEST_SECRET" not in env and "DB_PASSWORD" not in env
     assert env["STORMPY_TEST_PLAIN"] == "kept" and env["APP_TOKEN"] == "given by the topology"
     assert env["PYTHONUNBUFFERED"] == "1" and env.get("PATH") == os.environ.get("PATH")
+
+
+def test_tls_files_for_zookeeper_are_copied_into_the_worker_directory(tmp_path: Path) -> None:
+    sources = {}
+    for name in ("cert", "key", "ca"):
+        sources[name] = tmp_path / f"{name}.pem"
+        sources[name].write_text(f"-----{name}-----\n")
+        sources[name].chmod(0o600)
+    worker_dir = tmp_path / "worker"
+    worker_dir.mkdir()
+    conf = {"storm.zookeeper.ssl.enable": True, "storm.tls.certfile": str(sources["cert"]),
+            "storm.tls.keyfile": str(sources["key"]), "storm.tls.cafile": str(sources["ca"])}
+    copy_tls_files(conf, worker_dir)
+    for key, name in (("certfile", "cert"), ("keyfile", "key"), ("cafile", "ca")):
+        copy = Path(conf[f"storm.tls.{key}"])
+        assert copy.parent == worker_dir and copy.read_text() == f"-----{name}-----\n"
+        assert copy.stat().st_mode & 0o777 == 0o600
+    plain = {"storm.tls.keyfile": str(sources["key"])}
+    copy_tls_files(plain, worker_dir)     # no ZooKeeper TLS: the worker needs no key at all
+    assert plain == {"storm.tls.keyfile": str(sources["key"])}
+
+
+def test_run_as_user_with_zookeeper_tls_needs_a_worker_certificate(tmp_path: Path) -> None:
+    conf = {"storm.local.dir": str(tmp_path / "local"), "storm.log.dir": str(tmp_path / "logs"),
+            "supervisor.run.worker.as.user": True, "storm.zookeeper.ssl.enable": True}
+    expected = ("supervisor.worker.tls.certfile and supervisor.worker.tls.keyfile" if os.geteuid() == 0
+                else "needs the supervisor to run as root")
+    with pytest.raises(UserError, match=expected):
+        Launcher(conf, "sup-1")

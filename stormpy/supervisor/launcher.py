@@ -102,6 +102,25 @@ def _let_pass(top: Path, below: Path) -> None:
             os.chmod(parent, (parent.stat().st_mode & 0o7777) | PASS_THROUGH_BITS)
 
 
+#: The files a worker needs for ZooKeeper over TLS (storm.zookeeper.ssl.enable).
+WORKER_TLS_KEYS = (C.STORM_TLS_CERTFILE.name, C.STORM_TLS_KEYFILE.name, C.STORM_TLS_CAFILE.name)
+
+
+def copy_tls_files(worker_conf: dict[str, Any], worker_dir: Path) -> None:
+    """With ``storm.zookeeper.ssl.enable``, copy the worker's certificate, key and CA into its
+    directory (``tls-*.pem``, handed to its user with the rest) and point its config at them:
+    a worker running as another user cannot read the originals (root's, ``0600``)."""
+    if not worker_conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name):
+        return
+    for key in WORKER_TLS_KEYS:
+        source = worker_conf.get(key)
+        if not source:
+            continue
+        copy = worker_dir / f"tls-{key.rsplit('.', 1)[1]}.pem"
+        disk_layout.write_private(copy, Path(str(source)).expanduser().read_bytes())
+        worker_conf[key] = str(copy)
+
+
 def worker_env(topology_conf: Mapping[str, Any], account: pwd.struct_passwd | None) -> dict[str, str]:
     """The worker's environment: the supervisor's without variables that look like credentials
     (…PASSWORD, …SECRET, …TOKEN), plus the topology's ``topology.environment``."""
@@ -127,12 +146,17 @@ class Launcher:
         if as_users and os.geteuid() != 0:
             raise UserError("supervisor.run.worker.as.user needs the supervisor to run as root "
                             "(it starts each worker as its topology's submitter)")
+        worker_tls = conf.get(C.SUPERVISOR_WORKER_TLS_CERTFILE.name) and conf.get(C.SUPERVISOR_WORKER_TLS_KEYFILE.name)
+        if as_users and conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name) and not worker_tls:
+            raise UserError("supervisor.run.worker.as.user with storm.zookeeper.ssl.enable needs "
+                            "supervisor.worker.tls.certfile and supervisor.worker.tls.keyfile: a certificate for the "
+                            "workers (they must not get this host's key)")
         if not as_users and (conf.get(C.STORM_THRIFT_AUTH_SECRET_FILE.name)
                              or conf.get(C.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)):
             log.warning("SECURITY: workers run as this supervisor's account, which can read its config and "
                         "storm.thrift.auth.secret.file: a topology's code can read them too. Run the supervisor "
                         "as root with supervisor.run.worker.as.user to run each worker as its submitter.")
-        if conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name) and not conf.get(C.SUPERVISOR_WORKER_TLS_KEYFILE.name):
+        if conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name) and not worker_tls:
             log.warning("SECURITY: workers get this host's TLS key for ZooKeeper (storm.zookeeper.ssl.enable): "
                         "set supervisor.worker.tls.certfile/keyfile to a certificate of their own")
 
@@ -146,8 +170,10 @@ class Launcher:
         conf_file = localstate.worker_conf_path(self.local_dir, worker_id)
         # 0600 in a 0700 dir; the topology's credentials only, never the cluster's
         disk_layout.private_dir(conf_file.parent)
-        disk_layout.write_private(conf_file, json.dumps(auth.worker_conf(self.conf, topology_id),
-                                                        sort_keys=True, default=str))
+        worker_conf = auth.worker_conf(self.conf, topology_id)
+        if account is not None:
+            copy_tls_files(worker_conf, conf_file.parent)
+        disk_layout.write_private(conf_file, json.dumps(worker_conf, sort_keys=True, default=str))
         log_path = worker_log_path(self.log_dir, topology_id, port)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         out_path = worker_out_path(log_path)
