@@ -268,7 +268,8 @@ def curve_topology_keys(conf: Mapping[str, Any], topology_id: str) -> tuple[byte
 #: Keys of a supervisor's config that never reach a worker: the cluster's credentials.
 WORKER_WITHHELD_KEYS = (cfg.STORM_THRIFT_AUTH_SECRET_FILE.name, cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name,
                         cfg.UI_USERS_FILE.name, cfg.NIMBUS_THRIFT_TLS_KEYFILE.name, cfg.UI_TLS_KEYFILE.name,
-                        cfg.LOGVIEWER_TLS_KEYFILE.name)
+                        cfg.LOGVIEWER_TLS_KEYFILE.name, cfg.SUPERVISOR_WORKER_TLS_CERTFILE.name,
+                        cfg.SUPERVISOR_WORKER_TLS_KEYFILE.name)
 
 
 def worker_conf(supervisor_conf: Mapping[str, Any], topology_id: str) -> dict[str, Any]:

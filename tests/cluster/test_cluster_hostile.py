@@ -1,8 +1,10 @@
 """A hostile topology on a secured cluster (issue 25, item 3): workers hold only their own
 topology's credentials and run as the submitting user (``supervisor.run.worker.as.user``).
 
-On a real process cluster (ZooKeeper with digest ACLs, shared-secret Thrift, CURVE data plane)
-a word count runs as one unprivileged user and a hostile topology as another. The hostile
+On a real process cluster with every switch on (mutual TLS on Nimbus Thrift with the shared
+secret inside it, ZooKeeper over TLS with digest ACLs, CURVE data plane) a word count submitted
+by one user (its certificate) runs as that unprivileged OS user, and a hostile topology as
+another. The hostile
 spout, inside its running worker, tries to (a) read the shared secret file, (b) read the
 supervisor's config and environment and the other topology's downloaded config, (c) read and
 write the other topology's ZooKeeper nodes with its own ZooKeeper identity and anonymously,
@@ -14,8 +16,9 @@ ZooKeeper payload, and none of those files may be another topology's or a daemon
 a user of the host gets one line in the supervisor's log and no worker.
 
 Needs root (the supervisor switches users) and ``useradd``: the test creates two users and
-removes them; when the interpreter lives under a directory other users cannot pass (pyenv in
-``/root``), that directory gets o+x for the module and its mode back afterwards.
+removes them; when the interpreter, the checkout or the temporary directory lives under a
+directory other users cannot pass (pyenv in ``/root``, CI's private ``TMPDIR``), that directory
+gets o+x for the module and its mode back afterwards.
 """
 from __future__ import annotations
 
@@ -32,12 +35,14 @@ from pathlib import Path
 
 import pytest
 
-from process_cluster import REPO, ProcessCluster, module_cluster, print_logs_if_failed
+from process_cluster import REPO, TOPOLOGIES, ProcessCluster, module_cluster, print_logs_if_failed
 from stormpy.auth import set_user_password, topology_zookeeper_payload
+from stormpy.certs import make_cert
 from stormpy.testing import wait_until
+from tests.tls_helpers import make_cert_set
 from test_cluster_faults import acked_ids, counts, finish, run_conf, unique
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 HOSTILE_USER = "stormpy-test-hostile"
 VICTIM_USER = "stormpy-test-victim"
@@ -76,17 +81,19 @@ def _runs_as(account: pwd.struct_passwd) -> str | None:
     return None if result.returncode == 0 else result.stderr.strip()[-300:]
 
 
-def _open_interpreter(account: pwd.struct_passwd) -> dict[Path, int]:
-    """Give o+x to the directories above the interpreter and the repository that other users
-    cannot pass; returns their old modes."""
-    changed: dict[Path, int] = {}
-    for target in (Path(sys.executable).resolve(), Path(sys.prefix).resolve(), REPO):
-        for parent in reversed(target.parents):
+#: Directories this module made passable for other users (o+x) -> their old mode, restored at the end.
+_OPENED: dict[Path, int] = {}
+
+
+def _let_users_pass(*targets: Path) -> None:
+    """Give o+x to the directories above ``targets`` that other users cannot pass (pyenv under
+    /root, CI's private TMPDIR); their modes come back when the module ends."""
+    for target in targets:
+        for parent in reversed(target.resolve().parents):
             mode = parent.stat().st_mode
             if not mode & stat.S_IXOTH:
-                changed.setdefault(parent, stat.S_IMODE(mode))
+                _OPENED.setdefault(parent, stat.S_IMODE(mode))
                 os.chmod(parent, stat.S_IMODE(mode) | stat.S_IXOTH)
-    return changed
 
 
 @pytest.fixture(scope="module")
@@ -96,17 +103,17 @@ def users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
         pytest.skip(reason)
     created = [name for name in (HOSTILE_USER, VICTIM_USER) if not _exists(name)]
     hostile, victim = _create_user(HOSTILE_USER), _create_user(VICTIM_USER)
-    changed: dict[Path, int] = {}
     try:
         if _runs_as(hostile) is not None:
-            changed = _open_interpreter(hostile)
+            _let_users_pass(Path(sys.executable), Path(sys.prefix), REPO)
         problem = _runs_as(hostile)
         if problem is not None:
             pytest.skip(f"user {HOSTILE_USER} cannot run this interpreter: {problem}")
         yield hostile, victim
     finally:
-        for path, mode in changed.items():
+        for path, mode in _OPENED.items():
             os.chmod(path, mode)
+        _OPENED.clear()
         for name in created:
             subprocess.run(["userdel", name], capture_output=True)
 
@@ -126,6 +133,9 @@ def secrets() -> Iterator[Path]:
         (directory / "secret").write_text(SECRET_TEXT + "\n")
         (directory / "secret").chmod(0o600)
         set_user_password(directory / "ui-users", "admin", "a-ui-password-for-the-hostile-test")
+        make_cert_set(directory / "certs")          # CA, host "nimbus", users; plus:
+        for name in ("workers", HOSTILE_USER, VICTIM_USER, MISSING_USER):
+            make_cert(directory / "certs", name)
         yield directory
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -136,10 +146,19 @@ def cluster(request: pytest.FixtureRequest, users, secrets: Path) -> Iterator[Pr
     """One supervisor (both topologies on one host), workers run as their submitters."""
     base = Path(tempfile.mkdtemp(prefix="stormpy-hostile-"))
     base.chmod(0o711)   # the workers' users pass through to their own directories
+    _let_users_pass(base)
+    certs = secrets / "certs"
     conf = {"storm.thrift.auth.secret.file": str(secrets / "secret"),
             "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": ZK_PAYLOAD,
             "storm.messaging.curve.enable": True, "ui.auth.enable": True,
-            "ui.users.file": str(secrets / "ui-users"), "supervisor.run.worker.as.user": True}
+            "ui.users.file": str(secrets / "ui-users"), "supervisor.run.worker.as.user": True,
+            "nimbus.thrift.tls.enable": True, "nimbus.thrift.tls.client.auth": "required",
+            "storm.tls.certfile": str(certs / "nimbus.pem"), "storm.tls.keyfile": str(certs / "nimbus-key.pem"),
+            "storm.tls.cafile": str(certs / "ca.pem"), "storm.zookeeper.ssl.enable": True,
+            "nimbus.admins": ["admin", "nimbus"], "nimbus.supervisor.users": ["nimbus"],
+            "nimbus.users": [HOSTILE_USER, VICTIM_USER, MISSING_USER],
+            "supervisor.worker.tls.certfile": str(certs / "workers.pem"),
+            "supervisor.worker.tls.keyfile": str(certs / "workers-key.pem")}
     try:
         with module_cluster(request, base, 1, 3, conf) as started:
             yield started
@@ -151,6 +170,27 @@ def cluster(request: pytest.FixtureRequest, users, secrets: Path) -> Iterator[Pr
 def logged(cluster: ProcessCluster, request: pytest.FixtureRequest) -> Iterator[ProcessCluster]:
     yield cluster
     print_logs_if_failed(cluster, request)
+
+
+def submit_as(cluster: ProcessCluster, secrets: Path, user: str, topology_file: str, name: str,
+              conf: dict) -> str:
+    """``stormpy submit`` with ``user``'s certificate (the shared secret too); returns the id."""
+    keys = ("storm.zookeeper.servers", "storm.zookeeper.port", "storm.zookeeper.root", "nimbus.seeds",
+            "nimbus.thrift.port", "nimbus.thrift.tls.enable", "storm.thrift.auth.secret.file")
+    client = {**{k: cluster.conf[k] for k in keys}, "storm.tls.certfile": str(secrets / "certs" / f"{user}.pem"),
+              "storm.tls.keyfile": str(secrets / "certs" / f"{user}-key.pem"),
+              "storm.tls.cafile": str(secrets / "certs" / "ca.pem")}
+    conf_file = cluster.log_dir / f"client-{user}.yaml"
+    conf_file.write_text(json.dumps(client))
+    conf_file.chmod(0o600)
+    args = ["submit", str(TOPOLOGIES / topology_file), "--name", name, "--workers", "1"]
+    for key, value in conf.items():
+        args += ["-c", f"{key}={json.dumps(value)}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    result = subprocess.run([sys.executable, "-m", "stormpy.cli", *args, "--config", str(conf_file)],
+                            capture_output=True, text=True, timeout=120, env=env, cwd=str(cluster.base))
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    return wait_until(lambda: cluster.topology_id(name), 30, f"topology {name} to be listed")
 
 
 def _supervisor_log(cluster: ProcessCluster) -> str:
@@ -170,8 +210,7 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
     victim_name, hostile_name = unique("victim-wc"), unique("hostile")
     victim_out = _out_dir(cluster.base, "victim-out", victim_user)
     hostile_out = _out_dir(cluster.base, "hostile-out", hostile_user)
-    victim_id = cluster.submit("wordcount.py", victim_name, workers=1,
-                               conf=run_conf(victim_out, 10 ** 9, **{"topology.submitter.user": VICTIM_USER}))
+    victim_id = submit_as(cluster, secrets, VICTIM_USER, "wordcount.py", victim_name, run_conf(victim_out, 10 ** 9))
     hostile_id = ""
     try:
         cluster.wait_workers(victim_id, 1)
@@ -180,7 +219,7 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
         victim_conf = Path(cluster.local_dirs()[0]) / "supervisor" / "stormdist" / victim_id / "stormconf.json"
         assert victim_conf.exists(), victim_conf
         info = cluster.topology_info(victim_id)
-        hostile_id = cluster.submit("hostile.py", hostile_name, workers=1, conf={
+        hostile_id = submit_as(cluster, secrets, HOSTILE_USER, "hostile.py", hostile_name, {
             "test.victim.port": next(e.port for e in info.executors),
             "test.victim.count.tasks": [e.executor_info.task_start for e in info.executors if e.component_id == "count"],
             "test.victim.split.task": next(e.executor_info.task_start for e in info.executors
@@ -188,8 +227,7 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
             "test.out.dir": str(hostile_out), "test.victim.id": victim_id, "test.victim.name": victim_name,
             "test.secret.file": str(secrets / "secret"), "test.supervisor.conf": str(supervisor.config_path),
             "test.supervisor.pid": supervisor.pid, "test.victim.stormconf": str(victim_conf),
-            "test.scan.dirs": [str(d) for d in (cluster.base, *cluster.base.rglob("*"), secrets) if d.is_dir()],
-            "topology.submitter.user": HOSTILE_USER})
+            "test.scan.dirs": [str(d) for d in (cluster.base, *cluster.base.rglob("*"), secrets) if d.is_dir()]})
         report_path = hostile_out / "hostile-report.json"
         wait_until(report_path.exists, 120, "the hostile spout's report")
         report = json.loads(report_path.read_text())
@@ -236,8 +274,11 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
         assert foreign == [], f"the hostile worker can read {foreign}"
         seen = json.dumps(report) + (hostile_out / "hostile-readable.txt").read_text()
         zk_password = ZK_PAYLOAD.partition(":")[2]
-        for credential in (SECRET_TEXT, ZK_PAYLOAD, zk_password):
+        host_key = (secrets / "certs" / "nimbus-key.pem").read_text().strip().splitlines()[1]
+        for credential in (SECRET_TEXT, ZK_PAYLOAD, zk_password, host_key):
             assert credential not in seen, f"the worker could see {credential!r}"
+        assert "nimbus-key.pem" not in report["own_conf"] and "workers-key.pem" not in report["own_conf"]
+        assert "tls-keyfile.pem" in report["own_conf"]     # its own copy of the workers' key
         assert "storm.thrift.auth.secret.file" not in report["own_conf_keys"]
         assert "storm.zookeeper.auth.payload" not in report["own_conf_keys"]
         # ...but its own topology's identity, which is no other topology's
@@ -258,7 +299,7 @@ def test_hostile_topology_reaches_nothing_of_the_cluster(logged: ProcessCluster,
         finish(cluster, victim_name, victim_id)
 
 
-def test_a_worker_identity_keeps_its_own_trident_state_only(logged: ProcessCluster) -> None:
+def test_a_worker_identity_keeps_its_own_trident_state_only(logged: ProcessCluster, secrets: Path) -> None:
     """Trident's transactional state (keyed by topology name) is readable and writable with a
     worker's identity for its own topology only; Nimbus grants it at submit."""
     from kazoo.exceptions import NoAuthError
@@ -268,8 +309,7 @@ def test_a_worker_identity_keeps_its_own_trident_state_only(logged: ProcessClust
 
     cluster = logged
     names = [unique("trident-a"), unique("trident-b")]
-    ids = [cluster.submit("wordcount.py", name, workers=1,
-                          conf=run_conf(cluster.base / name, 10, **{"topology.submitter.user": MISSING_USER}))
+    ids = [submit_as(cluster, secrets, MISSING_USER, "wordcount.py", name, run_conf(cluster.base / name, 10))
            for name in names]
     states = []
     try:
@@ -293,13 +333,12 @@ def test_a_worker_identity_keeps_its_own_trident_state_only(logged: ProcessClust
             finish(cluster, name, topology_id)
 
 
-def test_a_submitter_without_an_account_gets_no_worker(logged: ProcessCluster) -> None:
+def test_a_submitter_without_an_account_gets_no_worker(logged: ProcessCluster, secrets: Path) -> None:
     cluster = logged
     name = unique("nobody")
     out = cluster.base / "nobody-out"
     out.mkdir()
-    topology_id = cluster.submit("wordcount.py", name, workers=1,
-                                 conf=run_conf(out, 10, **{"topology.submitter.user": MISSING_USER}))
+    topology_id = submit_as(cluster, secrets, MISSING_USER, "wordcount.py", name, run_conf(out, 10))
     try:
         line = (f"ERROR stormpy.supervisor.daemon [supervisor-processes] supervisor.run.worker.as.user: user "
                 f"'{MISSING_USER}' (topology.submitter.user of {topology_id}) does not exist on this host; "
@@ -316,6 +355,7 @@ def test_run_as_user_needs_a_root_supervisor(users) -> None:
     """A supervisor not running as root refuses the switch at start: one line, exit 1."""
     hostile, _ = users
     home = Path(tempfile.mkdtemp(prefix="stormpy-unprivileged-"))
+    _let_users_pass(home)
     try:
         _supervisor_as(hostile, home)
     finally:

@@ -43,10 +43,13 @@ def _all_cmdlines() -> list[str]:
 def _zookeeper(conf: dict, auth: bool):
     from kazoo.client import KazooClient
 
+    from stormpy.tls import zookeeper_client_kwargs
+
     hosts = ",".join(f"{h}:{conf['storm.zookeeper.port']}" for h in conf["storm.zookeeper.servers"])
     payload = conf.get("storm.zookeeper.topology.auth.payload")
     client = KazooClient(hosts=hosts,     # no chroot: kazoo would probe the root node, refused too
-                         auth_data=[("digest", payload)] if auth and payload else None)
+                         auth_data=[("digest", payload)] if auth and payload else None,
+                         **zookeeper_client_kwargs(conf))     # TLS with the workers' certificate
     client.start(timeout=20)
     return client
 
