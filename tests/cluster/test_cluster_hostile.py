@@ -347,6 +347,7 @@ def test_a_submitter_without_an_account_gets_no_worker(logged: ProcessCluster, s
         assert not cluster.worker_pids(topology_id)
         assert not (cluster.base / "supervisor-0" / "logs" / "workers-artifacts" / topology_id).exists()
         assert "SECURITY: workers run as this supervisor's account" not in _supervisor_log(cluster)
+        assert "process step failed" not in _supervisor_log(cluster)      # a refusal, not a crash
     finally:
         finish(cluster, name, topology_id)
 
