@@ -123,8 +123,8 @@ class Nimbus:
                 # Before anything that makes the topology live: a copy offered back by a
                 # supervisor after a loss of this stormdist must match these (CodeRecovery).
                 self.state.set_code_digests(topology_id, self.files.code_digests(topology_id))
-                self.state.setup_heartbeats(topology_id)
                 self._grant_transactional_state(topology_id, name)
+                self.state.setup_heartbeats(topology_id)
                 plan = build_plan(topology, topology_conf, topology_id, name)
                 status = (tr.Status.INACTIVE if initial_status == storm.TopologyInitialStatus.INACTIVE
                           else tr.Status.ACTIVE)
