@@ -160,7 +160,16 @@ def zookeeper_acl(conf: Mapping[str, Any]) -> tuple[list[tuple[str, str]] | None
     """kazoo's ``(auth_data, default_acl)`` from Storm's keys; ``(None, None)`` when not set."""
     payload = conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)
     if not payload:
-        return None, None
+        topology = conf.get(cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD.name)
+        superuser = super_acl(conf)
+        if not topology or not superuser:
+            return None, None
+        # A worker: its topology's identity; what it creates (heartbeats, errors) is readable
+        # by the daemons and by its own topology only.
+        from kazoo.security import Permissions
+
+        return ([("digest", str(topology))],
+                [_acl_of(superuser, Permissions.ALL), _acl_of(f"digest:{digest_id(str(topology))}", Permissions.ALL)])
     scheme = conf.get(cfg.STORM_ZOOKEEPER_AUTH_SCHEME.name) or "digest"
     if scheme != "digest":
         raise UserError(f"storm.zookeeper.auth.scheme {scheme!r} is not supported (use digest)")
@@ -170,6 +179,121 @@ def zookeeper_acl(conf: Mapping[str, Any]) -> tuple[list[tuple[str, str]] | None
     from kazoo.security import make_digest_acl
 
     return [("digest", str(payload))], [make_digest_acl(user, password, all=True)]
+
+
+# ---------------------------------------------------------------- per-topology credentials
+TOPOLOGY_ZK_USER_PREFIX = "topology-"
+
+
+def topology_zookeeper_payload(cluster_payload: str, topology_id: str) -> str:
+    """``user:password`` of a topology's own ZooKeeper digest identity (Storm's
+    ``storm.zookeeper.topology.auth.payload``).
+
+    Derived from the cluster's payload and the topology id (HMAC-SHA256), so Nimbus and every
+    supervisor compute the same one and nothing is stored: a worker receives only its
+    topology's, which cannot be turned back into the cluster's or into another topology's.
+    """
+    key = derive(cluster_payload.encode(), f"zookeeper:{topology_id}")
+    password = base64.urlsafe_b64encode(key).decode().rstrip("=")
+    return f"{TOPOLOGY_ZK_USER_PREFIX}{topology_id}:{password}"
+
+
+def digest_id(payload: str) -> str:
+    """ZooKeeper's public id ``user:base64(sha1(user:password))`` of a digest ``payload``."""
+    user = payload.partition(":")[0]
+    hashed = base64.b64encode(hashlib.sha1(payload.encode()).digest()).decode()
+    return f"{user}:{hashed}"
+
+
+def super_acl(conf: Mapping[str, Any]) -> str | None:
+    """``digest:user:hash`` of the daemons' ZooKeeper identity (Storm's
+    ``storm.zookeeper.superACL``): given to workers so the nodes they create stay readable by
+    Nimbus and the supervisors, without giving them the password."""
+    explicit = conf.get(cfg.STORM_ZOOKEEPER_SUPERACL.name)
+    if explicit:
+        return str(explicit)
+    payload = conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)
+    return f"digest:{digest_id(str(payload))}" if payload else None
+
+
+def _acl_of(spec: str, perms: int) -> Any:
+    from kazoo.security import ACL, Id
+
+    scheme, sep, ident = spec.partition(":")
+    if not sep or not ident:
+        raise UserError(f"storm.zookeeper.superACL must be 'scheme:id' (digest:user:hash), not {spec!r}")
+    return ACL(perms, Id(scheme, ident))
+
+
+def topology_node_acl(conf: Mapping[str, Any], topology_id: str, *, writable: bool) -> list[Any] | None:
+    """ACL of a node that belongs to ``topology_id`` (its StormBase and assignment: read;
+    its heartbeats and errors: ``writable``): the daemons' identity may do everything, the
+    topology's own identity reads (or also writes). None when ZooKeeper ACLs are off, or in a
+    worker of another topology (its own identity has no business with that node)."""
+    from kazoo.security import Permissions
+
+    topology = conf.get(cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD.name)
+    cluster = conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)
+    if cluster:
+        topology = topology_zookeeper_payload(str(cluster), topology_id)
+    elif not topology or not str(topology).startswith(f"{TOPOLOGY_ZK_USER_PREFIX}{topology_id}:"):
+        return None
+    superuser = super_acl(conf)
+    if superuser is None:
+        return None
+    perms = Permissions.ALL if writable else Permissions.READ
+    return [_acl_of(superuser, Permissions.ALL), _acl_of(f"digest:{digest_id(str(topology))}", perms)]
+
+
+def holds_topology_identity_only(conf: Mapping[str, Any]) -> bool:
+    """True in a worker under ZooKeeper ACLs: it has its topology's identity, not the daemons'
+    (it may read only its topology's nodes, so it never creates or probes the cluster's roots)."""
+    return (not conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)
+            and bool(conf.get(cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD.name)))
+
+
+def curve_topology_keys(conf: Mapping[str, Any], topology_id: str) -> tuple[bytes, bytes] | None:
+    """A worker's CURVE pair: from ``storm.messaging.curve.topology.secretkey`` (what its
+    supervisor gave it), else derived from the shared secret (a daemon, or a local cluster)."""
+    secretkey = conf.get(cfg.STORM_MESSAGING_CURVE_TOPOLOGY_SECRETKEY.name)
+    if secretkey:
+        import zmq
+
+        key = str(secretkey).encode()
+        return zmq.curve_public(key), key
+    secret = read_secret(conf)
+    return None if secret is None else curve_keys(secret, topology_id)
+
+
+#: Keys of a supervisor's config that never reach a worker: the cluster's credentials.
+WORKER_WITHHELD_KEYS = (cfg.STORM_THRIFT_AUTH_SECRET_FILE.name, cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name,
+                        cfg.UI_USERS_FILE.name, cfg.NIMBUS_THRIFT_TLS_KEYFILE.name, cfg.UI_TLS_KEYFILE.name,
+                        cfg.LOGVIEWER_TLS_KEYFILE.name, cfg.SUPERVISOR_WORKER_TLS_CERTFILE.name,
+                        cfg.SUPERVISOR_WORKER_TLS_KEYFILE.name)
+
+
+def worker_conf(supervisor_conf: Mapping[str, Any], topology_id: str) -> dict[str, Any]:
+    """The config a supervisor writes for one worker of ``topology_id``: its own config without
+    the cluster's credentials (the shared secret's file, the ZooKeeper payload, daemon TLS keys,
+    any key that looks like a credential), plus that topology's credentials only: its ZooKeeper
+    identity (with the daemons' public ACL id) and its CURVE secret key."""
+    conf = {k: v for k, v in supervisor_conf.items()
+            if k not in WORKER_WITHHELD_KEYS and not cfg._looks_like_credential(k)}
+    worker_tls = (supervisor_conf.get(cfg.SUPERVISOR_WORKER_TLS_CERTFILE.name),
+                  supervisor_conf.get(cfg.SUPERVISOR_WORKER_TLS_KEYFILE.name))
+    if all(worker_tls):
+        conf[cfg.STORM_TLS_CERTFILE.name], conf[cfg.STORM_TLS_KEYFILE.name] = worker_tls
+    elif not supervisor_conf.get(cfg.STORM_ZOOKEEPER_SSL_ENABLE.name):
+        conf.pop(cfg.STORM_TLS_KEYFILE.name, None)     # workers speak TLS to ZooKeeper only
+    payload = supervisor_conf.get(cfg.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)
+    if payload:
+        conf[cfg.STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD.name] = topology_zookeeper_payload(str(payload), topology_id)
+        conf[cfg.STORM_ZOOKEEPER_SUPERACL.name] = super_acl(supervisor_conf)
+    if cfg.STORM_MESSAGING_CURVE_ENABLE.coerce(supervisor_conf.get(cfg.STORM_MESSAGING_CURVE_ENABLE.name) or False):
+        secret = read_secret(supervisor_conf)
+        if secret is not None:
+            conf[cfg.STORM_MESSAGING_CURVE_TOPOLOGY_SECRETKEY.name] = curve_keys(secret, topology_id)[1].decode()
+    return conf
 
 
 # ---------------------------------------------------------------- HTTP logins (UI, log viewer)

@@ -295,7 +295,13 @@ NIMBUS_THRIFT_MAX_BUFFERED_BYTES = _key("nimbus.thrift.max.buffered.bytes", 256 
 STORM_THRIFT_AUTH_SECRET_FILE = _key("storm.thrift.auth.secret.file", None, str, "File holding the shared secret: when set, every Thrift client must authenticate (CLI, UI, supervisors read it too).")
 STORM_ZOOKEEPER_AUTH_SCHEME = _key("storm.zookeeper.auth.scheme", "digest", str, "ZooKeeper auth scheme (digest) used with storm.zookeeper.auth.payload.")
 STORM_ZOOKEEPER_AUTH_PAYLOAD = _key("storm.zookeeper.auth.payload", None, str, "user:password: when set, every node stormpy creates gets a digest ACL for it only.")
-STORM_MESSAGING_CURVE_ENABLE = _key("storm.messaging.curve.enable", False, bool, "Encrypt and authenticate worker-to-worker traffic with ZeroMQ CURVE (keys derived from the shared secret).")
+STORM_MESSAGING_CURVE_ENABLE = _key("storm.messaging.curve.enable", False, bool, "Encrypt and authenticate worker-to-worker traffic with ZeroMQ CURVE (one key pair per topology, derived from the shared secret by the supervisors; workers get only their own).")
+STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD = _key("storm.zookeeper.topology.auth.payload", None, str, "A topology's own ZooKeeper digest identity (``topology-<id>:password``), derived from storm.zookeeper.auth.payload and written by the supervisor into that topology's workers' config only; never set by hand.")
+STORM_ZOOKEEPER_SUPERACL = _key("storm.zookeeper.superACL", None, str, "``digest:user:hash``: the daemons' ZooKeeper identity as an ACL id (no password), put on the nodes workers create; default: computed from storm.zookeeper.auth.payload.")
+STORM_MESSAGING_CURVE_TOPOLOGY_SECRETKEY = _key("storm.messaging.curve.topology.secretkey", None, str, "A topology's CURVE secret key (Z85), derived by the supervisor from the shared secret and written into that topology's workers' config only (they never see the shared secret); never set by hand.")
+SUPERVISOR_RUN_WORKER_AS_USER = _key("supervisor.run.worker.as.user", False, bool, "Run each worker as the OS user named by its topology's ``topology.submitter.user`` (the supervisor must run as root; the user must exist and not be root). The worker's directories and files are then owned by that user, mode 0700/0600.")
+SUPERVISOR_WORKER_TLS_CERTFILE = _key("supervisor.worker.tls.certfile", None, str, "Certificate the workers show to ZooKeeper over TLS (storm.zookeeper.ssl.enable), instead of the host's storm.tls.certfile; give it a subject no ACL names.")
+SUPERVISOR_WORKER_TLS_KEYFILE = _key("supervisor.worker.tls.keyfile", None, str, "Key of supervisor.worker.tls.certfile (with supervisor.run.worker.as.user the supervisor copies both, and storm.tls.cafile, into each worker's directory for its user).")
 UI_AUTH_ENABLE = _key("ui.auth.enable", False, bool, "The UI's mutating actions, configurations and the log viewer need an HTTP basic login from ui.users.file (always on when storm.thrift.auth.secret.file is set).")
 UI_USERS_FILE = _key("ui.users.file", None, str, "UI and log viewer logins, 'user:scrypt$...' lines made by `stormpy ui-passwd`; plain passwords are refused.")
 
@@ -331,7 +337,7 @@ TOPOLOGY_GROUPS = _key("topology.groups", None, list, "Groups whose members may 
 STORM_GROUP_MAPPING_FILE = _key("storm.group.mapping.file", None, str, "YAML file mapping each group to its list of principals (``ops: [alice, bob]``).")
 
 #: Values never shown by getNimbusConf/getTopologyConf or the UI.
-SECRET_KEYS = frozenset({STORM_ZOOKEEPER_AUTH_PAYLOAD.name})
+SECRET_KEYS = frozenset({STORM_ZOOKEEPER_AUTH_PAYLOAD.name, STORM_ZOOKEEPER_TOPOLOGY_AUTH_PAYLOAD.name})
 #: Key names that look like credentials (any key, at any depth, containing one of these words).
 CREDENTIAL_WORDS = ("password", "passwd", "secret", "token")
 REDACTED = "****"

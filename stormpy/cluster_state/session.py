@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
+from kazoo.exceptions import KazooException, NoAuthError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from stormpy.config import (
@@ -113,9 +113,10 @@ class ZkSession:
         self._command_retry = {"max_tries": retry_times, "delay": retry_delay_s, "backoff": 2,
                                "max_delay": max(retry_delay_s, 5.0), "ignore_expire": True}
         # storm.zookeeper.auth.*: every node this session creates gets a digest ACL (DESIGN 13).
-        from stormpy.auth import zookeeper_acl
+        from stormpy.auth import holds_topology_identity_only, zookeeper_acl
 
         self._auth_data, self._default_acl = zookeeper_acl(conf)
+        self._topology_only = holds_topology_identity_only(conf)
         from stormpy.tls import zookeeper_client_kwargs
 
         self._tls = zookeeper_client_kwargs(conf)     # storm.zookeeper.ssl.enable: kazoo over TLS
@@ -159,6 +160,11 @@ class ZkSession:
             self.zk.stop()
             self.zk.close()
             raise _unreachable(self.hosts, self._connect_timeout_s) from None
+        except NoAuthError:
+            # kazoo probes the chroot node after connecting; a worker under ZooKeeper ACLs may
+            # not read it (only its topology's nodes), and the session is up all the same.
+            if not self._topology_only:
+                raise
         self._connected.set()
         _QUIET.reset()
         # Registered after start(): the first CONNECTED is the one we just waited for.
@@ -168,8 +174,9 @@ class ZkSession:
         return self
 
     def _ensure_chroot(self) -> None:
-        """kazoo cannot create its own chroot, so a short-lived client without one does it."""
-        if not self.root:
+        """kazoo cannot create its own chroot, so a short-lived client without one does it
+        (not a worker under ZooKeeper ACLs: it may not even look at the root; Nimbus made it)."""
+        if not self.root or self._topology_only:
             return
         boot = KazooClient(hosts=self.hosts, timeout=self._session_timeout_s, command_retry=self._command_retry,
                            auth_data=self._auth_data, default_acl=self._default_acl, **self._tls)
@@ -324,17 +331,17 @@ class ZkSession:
                 result[path] = self.get(path)
         return result
 
-    def set(self, path: str, data: bytes) -> None:
-        """Create ``path`` (with parents) or overwrite its data."""
+    def set(self, path: str, data: bytes, acl: list[Any] | None = None) -> None:
+        """Create ``path`` (with parents; ``acl``, default the session's) or overwrite its data."""
         try:
             self.call(self.zk.set, path, data)
         except NoNodeError:
             try:
-                self.call(self.zk.create, path, data, makepath=True)
+                self.call(self.zk.create, path, data, acl=acl, makepath=True)
             except NodeExistsError:
                 self.call(self.zk.set, path, data)
 
-    def write_fenced(self, fence: str, path: str, data: bytes | None) -> bool:
+    def write_fenced(self, fence: str, path: str, data: bytes | None, acl: list[Any] | None = None) -> bool:
         """Set (create) ``path`` to ``data``, or delete it when ``data`` is None, in one
         transaction that first checks that the node ``fence`` exists. False (nothing written)
         when it does not. Each attempt of the command retry builds the transaction anew, so a
@@ -351,7 +358,7 @@ class ZkSession:
                 elif exists:
                     tx.set_data(path, data)
                 else:
-                    tx.create(path, data)
+                    tx.create(path, data, acl=acl or self._default_acl)
                 fenced, written = tx.commit()
                 if isinstance(fenced, NoNodeError):
                     return False
@@ -374,12 +381,12 @@ class ZkSession:
     def exists(self, path: str) -> bool:
         return self.call(self.zk.exists, path) is not None
 
-    def ensure_path(self, path: str) -> None:
-        self.call(self.zk.ensure_path, path)
+    def ensure_path(self, path: str, acl: list[Any] | None = None) -> None:
+        self.call(self.zk.ensure_path, path, acl)
 
-    def create_sequential(self, prefix: str, data: bytes) -> str:
-        """A new node ``<prefix><sequence number>`` (parents created); returns its path."""
-        return self.call(self.zk.create, prefix, data, sequence=True, makepath=True)
+    def create_sequential(self, prefix: str, data: bytes, acl: list[Any] | None = None) -> str:
+        """A new node ``<prefix><sequence number>`` (parents created, with ``acl``); returns its path."""
+        return self.call(self.zk.create, prefix, data, acl=acl, sequence=True, makepath=True)
 
     def delete(self, path: str, recursive: bool = False) -> None:
         """Delete ``path`` (and its subtree when ``recursive``); missing is fine."""

@@ -92,7 +92,11 @@ class ClusterState:
     # ------------------------------------------------------------ lifecycle
     def connect(self) -> "ClusterState":
         """Connect (creating the chroot and the cluster's root nodes); UserError when unreachable."""
+        from stormpy.auth import holds_topology_identity_only
+
         self.session.connect()
+        if holds_topology_identity_only(self.conf):
+            return self    # a worker under ZooKeeper ACLs: the roots are Nimbus's (and not readable)
         for root in zk_layout.ALL_ROOTS:
             self.session.ensure_path(root)
         return self
@@ -152,7 +156,14 @@ class ClusterState:
     def _get_struct(self, path: str, cls: type[T]) -> T | None:
         return _decode(cls, self.get_data(path), path)
 
-    def _leader_write(self, what: str, path: str, data: bytes | None) -> None:
+    def topology_acl(self, topology_id: str, *, writable: bool) -> list[Any] | None:
+        """ACL of a node of ``topology_id``: the daemons all, that topology's own ZooKeeper
+        identity read (``writable``: also write), nobody else; None when ACLs are off."""
+        from stormpy.auth import topology_node_acl
+
+        return topology_node_acl(self.conf, topology_id, writable=writable)
+
+    def _leader_write(self, what: str, path: str, data: bytes | None, acl: list[Any] | None = None) -> None:
         """A leader-only write (``data`` None: delete), fenced by the leader lock node: it lands
         only while this client's leadership lasts, also when kazoo retries it after a
         reconnection (a deposed leader cannot overwrite its successor's state). Clients that
@@ -162,8 +173,8 @@ class ClusterState:
             if data is None:
                 self.delete(path)
             else:
-                self.set_data(path, data)
-        elif not self.session.write_fenced(fence, path, data):
+                self.session.set(path, data, acl)
+        elif not self.session.write_fenced(fence, path, data, acl):
             raise self.leadership.fence_lost(what, fence)
 
     # ------------------------------------------------------------ /storms
@@ -171,7 +182,8 @@ class ClusterState:
         return self._get_struct(zk_layout.storm(topology_id), storm.StormBase)
 
     def set_storm_base(self, topology_id: str, base: storm.StormBase) -> None:
-        self._leader_write(f"write the StormBase of {topology_id}", zk_layout.storm(topology_id), serialize(base))
+        self._leader_write(f"write the StormBase of {topology_id}", zk_layout.storm(topology_id), serialize(base),
+                           self.topology_acl(topology_id, writable=False))
 
     def remove_storm_base(self, topology_id: str) -> None:
         self._leader_write(f"remove the StormBase of {topology_id}", zk_layout.storm(topology_id), None)
@@ -197,7 +209,7 @@ class ClusterState:
 
     def set_assignment(self, topology_id: str, assignment: storm.Assignment) -> None:
         self._leader_write(f"write the assignment of {topology_id}", zk_layout.assignment(topology_id),
-                           serialize(assignment))
+                           serialize(assignment), self.topology_acl(topology_id, writable=False))
 
     def remove_assignment(self, topology_id: str) -> None:
         self._leader_write(f"remove the assignment of {topology_id}", zk_layout.assignment(topology_id), None)
@@ -239,9 +251,13 @@ class ClusterState:
 
     # ------------------------------------------------------------ /workerbeats
     def setup_heartbeats(self, topology_id: str) -> None:
-        """Create ``/workerbeats/<id>`` (Nimbus, at submit)."""
+        """Create ``/workerbeats/<id>`` (Nimbus, at submit); with ZooKeeper ACLs on also
+        ``/errors/<id>``, both writable by the topology's own identity (its workers write there)."""
         self.leadership.check_writer(f"create the heartbeat node of {topology_id}")
-        self.session.ensure_path(zk_layout.workerbeats(topology_id))
+        acl = self.topology_acl(topology_id, writable=True)
+        self.session.ensure_path(zk_layout.workerbeats(topology_id), acl)
+        if acl is not None:
+            self.session.ensure_path(zk_layout.errors(topology_id), acl)
 
     def teardown_heartbeats(self, topology_id: str) -> None:
         self.leadership.check_writer(f"remove the heartbeats of {topology_id}")
@@ -253,7 +269,8 @@ class ClusterState:
 
     def set_worker_heartbeat(self, topology_id: str, node: str, port: int,
                              heartbeat: storm.ClusterWorkerHeartbeat) -> None:
-        self.set_data(zk_layout.worker_beat(topology_id, node, port), serialize(heartbeat))
+        self.session.set(zk_layout.worker_beat(topology_id, node, port), serialize(heartbeat),
+                         self.topology_acl(topology_id, writable=True))
 
     def remove_worker_heartbeat(self, topology_id: str, node: str, port: int) -> None:
         self.delete(zk_layout.worker_beat(topology_id, node, port))
@@ -285,7 +302,8 @@ class ClusterState:
     # ------------------------------------------------------------ /errors
     def report_error(self, topology_id: str, component_id: str, error: storm.ErrorInfo) -> None:
         """Append an error and drop all but the newest ``topology.error.retain`` of the component."""
-        self.session.create_sequential(zk_layout.error_prefix(topology_id, component_id), serialize(error))
+        self.session.create_sequential(zk_layout.error_prefix(topology_id, component_id), serialize(error),
+                                       self.topology_acl(topology_id, writable=True))
         retain = max(1, int(self.conf[TOPOLOGY_ERROR_RETAIN]))
         names = _by_sequence(self.children(zk_layout.component_errors(topology_id, component_id)))
         for name in names[:-retain]:

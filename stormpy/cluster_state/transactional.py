@@ -233,6 +233,27 @@ class ZkTransactionalState:
         return f"ZkTransactionalState({self.hosts}{self.root}/{self.topology_name})"
 
 
+def grant_transactional_state(conf: Mapping[str, Any], topology_name: str, acl: list[Any]) -> None:
+    """Make ``<transactional.zookeeper.root>/<topology-name>`` and everything under it carry
+    ``acl`` (Nimbus, at submit, with ZooKeeper ACLs on): the subtree is keyed by the topology's
+    name, so a resubmitted topology (a new id, a new ZooKeeper identity) takes over its
+    predecessor's state, and its workers, which may not touch the root, find their node made."""
+    config = conf if isinstance(conf, Config) else Config(conf)
+    hosts = zookeeper_hosts(config, config[TRANSACTIONAL_ZOOKEEPER_SERVERS], config[TRANSACTIONAL_ZOOKEEPER_PORT])
+    session = ZkSession(config, hosts, config[TRANSACTIONAL_ZOOKEEPER_ROOT], name="zk-events-transactional-grant")
+    session.connect()
+    try:
+        top = zk_layout.transactional_topology(topology_name)
+        session.ensure_path(top, acl)
+        pending = [top]
+        while pending:
+            path = pending.pop()
+            session.call(session.zk.set_acls, path, acl)
+            pending.extend(f"{path}/{child}" for child in session.children(path))
+    finally:
+        session.close()
+
+
 def transactional_state_for(conf: Mapping[str, Any], topology_name: str) -> TransactionalState:
     """The ZooKeeper ``TransactionalState`` of a topology (connects on first use)."""
     return ZkTransactionalState(conf, topology_name)

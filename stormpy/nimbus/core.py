@@ -116,6 +116,7 @@ class Nimbus:
                 # Before anything that makes the topology live: a copy offered back by a
                 # supervisor after a loss of this stormdist must match these (CodeRecovery).
                 self.state.set_code_digests(topology_id, self.files.code_digests(topology_id))
+                self._grant_transactional_state(topology_id, name)
                 self.state.setup_heartbeats(topology_id)
                 plan = pipeline.plan(topology, topology_conf, topology_id, name)
                 status = (tr.Status.INACTIVE if initial_status == storm.TopologyInitialStatus.INACTIVE
@@ -142,6 +143,16 @@ class Nimbus:
         except Exception:  # noqa: BLE001 - the original error is what the client must see
             log.exception("removing the cluster state of the failed submit %s failed (the orphan "
                           "cleanup at start-up will retry)", topology_id)
+
+    def _grant_transactional_state(self, topology_id: str, name: str) -> None:
+        """With ZooKeeper ACLs on, the topology's Trident state subtree (keyed by its name) becomes
+        its workers' (they hold only this topology's ZooKeeper identity); no-op otherwise."""
+        acl = self.state.topology_acl(topology_id, writable=True)
+        if acl is None:
+            return
+        from stormpy.cluster_state.transactional import grant_transactional_state
+
+        grant_transactional_state(self.conf, name, acl)
 
     def _normalize_conf(self, name: str, user_conf: Mapping[str, Any]) -> dict[str, Any]:
         """The conf stored with the topology: the user's keys plus the resolved values workers

@@ -31,7 +31,7 @@ from stormpy.daemon_guard import check_ports_free, local_dir_lock, warn_if_open
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.signals import StopOnSignals
 from stormpy.supervisor import localstate
-from stormpy.supervisor.launcher import Launcher
+from stormpy.supervisor.launcher import Launcher, LaunchRefused
 from stormpy.supervisor.logviewer import LogAccess, LogCleaner, LogViewer
 from stormpy.supervisor.slot import Heartbeat, Limits, LocalAssignment, Phase, SlotState, adopted, step
 from stormpy.supervisor.sync import Syncer
@@ -66,9 +66,14 @@ class PortWorld:
     def launch(self, port: int, assignment: LocalAssignment) -> tuple[str, int]:
         worker_id = uuid.uuid4().hex
         self._sup.approve(worker_id, port)     # before the fork: a crash right after still knows it
-        pid = self._sup.launcher.launch(assignment.topology_id, port, worker_id,
-                                        self._sup.syncer.topology_conf(assignment.topology_id),
-                                        self._sup.syncer.worker_python(assignment.topology_id))
+        try:
+            pid = self._sup.launcher.launch(assignment.topology_id, port, worker_id,
+                                            self._sup.syncer.topology_conf(assignment.topology_id),
+                                            self._sup.syncer.worker_python(assignment.topology_id))
+        except LaunchRefused as exc:
+            # one line; the slot sees a worker that died at once and retries with its backoff
+            log.error("%s", exc)
+            return worker_id, 0
         return worker_id, pid
 
     def kill(self, pid: int, worker_id: str, reason: str, force: bool) -> None:

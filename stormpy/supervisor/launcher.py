@@ -8,12 +8,22 @@ the supervisor: no pipes, no shared process group, so stopping (or SIGKILLing) t
 leaves its workers running and a restarted supervisor adopts them by pid.
 
 Every kill names its reason, and the reason reaches the supervisor's log.
+
+A worker holds only its topology's credentials (DESIGN 13, "what a topology's code can reach"):
+its config is :func:`stormpy.auth.worker_conf` of the supervisor's, without the shared secret's
+file, the ZooKeeper payload or any daemon key, with that topology's own ZooKeeper identity and
+CURVE key. With ``supervisor.run.worker.as.user`` (a supervisor running as root) the worker runs
+as the topology's ``topology.submitter.user``; the files it needs (its directory, its config,
+the topology's code, its log directory) are handed to that user, 0700/0600, and the directories
+above them only let it pass (0711). A user that does not exist (or is root) is one line in the
+supervisor's log and no worker.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -23,8 +33,10 @@ from typing import Any
 
 import psutil
 
+from stormpy import auth
 from stormpy import config as C
 from stormpy import disk_layout
+from stormpy.errors import UserError
 from stormpy.logs import worker_log_path, worker_out_path
 from stormpy.supervisor import localstate
 
@@ -39,6 +51,87 @@ def worker_command(topology_id: str, supervisor_id: str, port: int, worker_id: s
             worker_id, "--conf", str(conf_file)]
 
 
+class LaunchRefused(Exception):
+    """The worker must not start (``supervisor.run.worker.as.user`` names no usable user)."""
+
+
+#: Directory modes when workers run as other users: their own 0700, the ones above pass-only.
+WORKER_OWNED_DIR_MODE = 0o700
+PASS_THROUGH_BITS = 0o711
+
+
+def worker_user(conf: Mapping[str, Any], topology_id: str, topology_conf: Mapping[str, Any]) -> pwd.struct_passwd | None:
+    """The account a worker of ``topology_id`` runs as: None (the supervisor's own) unless
+    ``supervisor.run.worker.as.user``; raises LaunchRefused with a one-line reason."""
+    if not C.SUPERVISOR_RUN_WORKER_AS_USER.coerce(conf.get(C.SUPERVISOR_RUN_WORKER_AS_USER.name) or False):
+        return None
+    name = str(topology_conf.get(C.TOPOLOGY_SUBMITTER_USER.name) or "")
+    if not name:
+        raise LaunchRefused(f"supervisor.run.worker.as.user: topology {topology_id} has no topology.submitter.user; "
+                            "worker not started")
+    try:
+        account = pwd.getpwnam(name)
+    except KeyError:
+        raise LaunchRefused(f"supervisor.run.worker.as.user: user {name!r} (topology.submitter.user of "
+                            f"{topology_id}) does not exist on this host; worker not started") from None
+    if account.pw_uid == 0:
+        raise LaunchRefused(f"supervisor.run.worker.as.user: topology {topology_id} asks to run as {name!r} "
+                            "(uid 0); workers never run as root; worker not started")
+    if os.geteuid() != 0:
+        raise LaunchRefused(f"supervisor.run.worker.as.user needs the supervisor to run as root to start "
+                            f"{topology_id}'s worker as {name!r}; worker not started")
+    return account
+
+
+def _give(path: Path, account: pwd.struct_passwd, recursive: bool = False) -> None:
+    """``path`` (and its subtree) owned by ``account``; directories 0700, files keep their bits
+    without group/other access."""
+    paths = [path, *path.rglob("*")] if recursive and path.is_dir() else [path]
+    for item in paths:
+        if item.is_symlink():
+            continue
+        os.chown(item, account.pw_uid, account.pw_gid)
+        mode = item.stat().st_mode & 0o7777
+        os.chmod(item, WORKER_OWNED_DIR_MODE if item.is_dir() else mode & 0o700)
+
+
+def _let_pass(top: Path, below: Path) -> None:
+    """Directories from ``top`` down to (excluding) ``below``: others may pass (o+x), not list."""
+    for parent in reversed(below.parents):
+        if parent == top or top in parent.parents:
+            os.chmod(parent, (parent.stat().st_mode & 0o7777) | PASS_THROUGH_BITS)
+
+
+#: The files a worker needs for ZooKeeper over TLS (storm.zookeeper.ssl.enable).
+WORKER_TLS_KEYS = (C.STORM_TLS_CERTFILE.name, C.STORM_TLS_KEYFILE.name, C.STORM_TLS_CAFILE.name)
+
+
+def copy_tls_files(worker_conf: dict[str, Any], worker_dir: Path) -> None:
+    """With ``storm.zookeeper.ssl.enable``, copy the worker's certificate, key and CA into its
+    directory (``tls-*.pem``, handed to its user with the rest) and point its config at them:
+    a worker running as another user cannot read the originals (root's, ``0600``)."""
+    if not worker_conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name):
+        return
+    for key in WORKER_TLS_KEYS:
+        source = worker_conf.get(key)
+        if not source:
+            continue
+        copy = worker_dir / f"tls-{key.rsplit('.', 1)[1]}.pem"
+        disk_layout.write_private(copy, Path(str(source)).expanduser().read_bytes())
+        worker_conf[key] = str(copy)
+
+
+def worker_env(topology_conf: Mapping[str, Any], account: pwd.struct_passwd | None) -> dict[str, str]:
+    """The worker's environment: the supervisor's without variables that look like credentials
+    (…PASSWORD, …SECRET, …TOKEN), plus the topology's ``topology.environment``."""
+    env = {k: v for k, v in os.environ.items() if not C._looks_like_credential(k)}
+    if account is not None:
+        env.update({"HOME": account.pw_dir, "USER": account.pw_name, "LOGNAME": account.pw_name})
+    env.update({str(k): str(v) for k, v in (topology_conf.get(C.TOPOLOGY_ENVIRONMENT.name) or {}).items()})
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
 class Launcher:
     """Starts workers and answers "is this worker alive"; called by the supervisor's process loop."""
 
@@ -49,36 +142,78 @@ class Launcher:
         self.local_dir = str(Path(conf[C.STORM_LOCAL_DIR.name]).resolve())
         self.log_dir = str(Path(conf[C.STORM_LOG_DIR.name]).resolve())
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        as_users = C.SUPERVISOR_RUN_WORKER_AS_USER.coerce(conf.get(C.SUPERVISOR_RUN_WORKER_AS_USER.name) or False)
+        if as_users and os.geteuid() != 0:
+            raise UserError("supervisor.run.worker.as.user needs the supervisor to run as root "
+                            "(it starts each worker as its topology's submitter)")
+        worker_tls = conf.get(C.SUPERVISOR_WORKER_TLS_CERTFILE.name) and conf.get(C.SUPERVISOR_WORKER_TLS_KEYFILE.name)
+        if as_users and conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name) and not worker_tls:
+            raise UserError("supervisor.run.worker.as.user with storm.zookeeper.ssl.enable needs "
+                            "supervisor.worker.tls.certfile and supervisor.worker.tls.keyfile: a certificate for the "
+                            "workers (they must not get this host's key)")
+        if not as_users and (conf.get(C.STORM_THRIFT_AUTH_SECRET_FILE.name)
+                             or conf.get(C.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)):
+            log.warning("SECURITY: workers run as this supervisor's account, which can read its config and "
+                        "storm.thrift.auth.secret.file: a topology's code can read them too. Run the supervisor "
+                        "as root with supervisor.run.worker.as.user to run each worker as its submitter.")
+        if conf.get(C.STORM_ZOOKEEPER_SSL_ENABLE.name) and not worker_tls:
+            log.warning("SECURITY: workers get this host's TLS key for ZooKeeper (storm.zookeeper.ssl.enable): "
+                        "set supervisor.worker.tls.certfile/keyfile to a certificate of their own")
 
     def launch(self, topology_id: str, port: int, worker_id: str,
                topology_conf: Mapping[str, Any] | None = None, python: str | None = None) -> int:
         """Fork a worker (in ``python``: the topology's virtualenv, if it has one); returns its pid
-        (also written to the worker's pid file)."""
+        (also written to the worker's pid file). Raises LaunchRefused when
+        ``supervisor.run.worker.as.user`` names no usable account."""
         topology_conf = topology_conf or {}
+        account = worker_user(self.conf, topology_id, topology_conf)
         conf_file = localstate.worker_conf_path(self.local_dir, worker_id)
-        # 0600 in a 0700 dir: the supervisor's conf can hold storm.zookeeper.auth.payload
+        # 0600 in a 0700 dir; the topology's credentials only, never the cluster's
         disk_layout.private_dir(conf_file.parent)
-        disk_layout.write_private(conf_file, json.dumps(dict(self.conf), sort_keys=True, default=str))
+        worker_conf = auth.worker_conf(self.conf, topology_id)
+        if account is not None:
+            copy_tls_files(worker_conf, conf_file.parent)
+        disk_layout.write_private(conf_file, json.dumps(worker_conf, sort_keys=True, default=str))
         log_path = worker_log_path(self.log_dir, topology_id, port)
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path = worker_out_path(log_path)
+        out_path.touch(exist_ok=True)
+        if account is not None:
+            self._hand_over(topology_id, conf_file.parent, log_path.parent, account)
+            if python and Path(self.local_dir) in Path(python).parents:
+                _let_pass(Path(self.local_dir), Path(python))     # the topology's virtualenv
         childopts = topology_conf.get(C.WORKER_CHILDOPTS.name) or self.conf.get(C.WORKER_CHILDOPTS.name)
         argv = worker_command(topology_id, self.supervisor_id, port, worker_id, conf_file, childopts, python)
-        env = dict(os.environ)
-        env.update({str(k): str(v) for k, v in (topology_conf.get(C.TOPOLOGY_ENVIRONMENT.name) or {}).items()})
-        env["PYTHONUNBUFFERED"] = "1"
+        env = worker_env(topology_conf, account)
+        as_user: dict[str, Any] = {}
+        if account is not None:
+            # umask 077: what the worker writes (its logs, its files) is its user's only
+            as_user = {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": [],
+                       "cwd": str(conf_file.parent), "umask": 0o077}
         # The worker writes worker.log itself (rotating at worker.log.max.bytes); its raw
         # stdout/stderr go to worker.log.out, which only holds what bypasses logging.
-        with open(worker_out_path(log_path), "ab") as out:
+        with open(out_path, "ab") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True, close_fds=True)
+                                    env=env, start_new_session=True, close_fds=True, **as_user)
         self._children[proc.pid] = proc
         localstate.write_pid(self.local_dir, worker_id, proc.pid)
-        log.info("launched worker %s for %s on port %d: pid %d, log %s", worker_id, topology_id, port,
-                 proc.pid, log_path)
+        log.info("launched worker %s for %s on port %d: pid %d%s, log %s", worker_id, topology_id, port,
+                 proc.pid, f" as {account.pw_name}" if account is not None else "", log_path)
         return proc.pid
+
+    def _hand_over(self, topology_id: str, worker_dir: Path, log_dir: Path, account: pwd.struct_passwd) -> None:
+        """Give ``account`` its worker directory (config, heartbeats), the topology's code and its
+        log directory; the directories above them become pass-through (0711)."""
+        code = disk_layout.stormdist_dir(self.local_dir, topology_id)
+        for top, owned, recursive in ((Path(self.local_dir), worker_dir, True), (Path(self.local_dir), code, True),
+                                      (Path(self.log_dir), log_dir, True)):
+            _let_pass(top, owned)
+            _give(owned, account, recursive)
 
     def is_alive(self, pid: int, worker_id: str) -> bool:
         """Whether ``pid`` is still the worker ``worker_id`` (guards against pid reuse)."""
+        if pid <= 0:
+            return False     # a launch that was refused
         child = self._children.get(pid)
         if child is not None:
             if child.poll() is None:

@@ -160,6 +160,9 @@ class ZooKeeperServer:
 
     def _write_config(self) -> Path:
         (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        # 0700: the snapshots hold every node, whatever its ACL (a worker running as another
+        # user must not read another topology's state from the disk)
+        (self.data_dir / "data").chmod(0o700)
         cfg = self.data_dir / "zoo.cfg"
         cfg.write_text("\n".join([
             f"tickTime={self.tick_time_ms}",

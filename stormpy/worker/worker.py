@@ -194,16 +194,17 @@ class Worker:
     # ------------------------------------------------------------ errors
 
     def _curve_keys(self) -> tuple[bytes, bytes] | None:
-        """The topology's CURVE key pair when ``storm.messaging.curve.enable`` is on (DESIGN 13)."""
+        """The topology's CURVE key pair when ``storm.messaging.curve.enable`` is on (DESIGN 13):
+        the one its supervisor wrote into this worker's config, never the shared secret."""
         if not C.STORM_MESSAGING_CURVE_ENABLE.coerce(self.conf.get(C.STORM_MESSAGING_CURVE_ENABLE.name) or False):
             return None
-        from stormpy.auth import curve_keys, read_secret
+        from stormpy.auth import curve_topology_keys
 
-        secret = read_secret(self.conf)
-        if secret is None:
-            raise WorkerStartError("storm.messaging.curve.enable needs storm.thrift.auth.secret.file "
-                                   "(the CURVE keys are derived from the shared secret)")
-        return curve_keys(secret, self.topology_id)
+        keys = curve_topology_keys(self.conf, self.topology_id)
+        if keys is None:
+            raise WorkerStartError("storm.messaging.curve.enable needs storm.thrift.auth.secret.file on the "
+                                   "supervisor (it derives each topology's CURVE keys from the shared secret)")
+        return keys
 
     def _control_token(self) -> str:
         """The token of this topology's control frames: Nimbus's ``topology.worker.control.token``;

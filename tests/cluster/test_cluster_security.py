@@ -152,5 +152,7 @@ def test_secured_cluster_runs_a_word_count_and_refuses_anonymous_access(cluster,
         logs = _logs(cluster.base)
         assert "refused an unauthenticated Thrift client" in logs
         assert "refused a POST without a valid login" in logs
+        # workers share the supervisor's account here: the supervisor says what that exposes
+        assert "SECURITY: workers run as this supervisor's account" in cluster.supervisors[0].output()
     finally:
         finish(cluster, name, topology_id)
