@@ -58,6 +58,7 @@ import zmq
 from stormpy.daemon_guard import ThreadGuard
 from stormpy.serialization import contains_undecodable
 from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
+from stormpy.worker import wire
 
 log = logging.getLogger(__name__)
 
@@ -345,8 +346,9 @@ class ZmqTransfer:
         may raise anything (a KeyError); only the tuples it cannot encode are dropped, reported
         and failed, never the frame or the send thread.
         """
+        encode = wire.encode
         try:
-            return packer.pack(envelopes)
+            return packer.pack([encode(task_id, messages) for task_id, messages in envelopes])
         except Exception:  # noqa: BLE001 - see above; the per-message pass finds the culprits
             packer.reset()
         good: list = []
@@ -362,7 +364,7 @@ class ZmqTransfer:
                     self._unserializable(message, exc)
             if kept:
                 good.append((task_id, kept))
-        return packer.pack(good) if good else None
+        return packer.pack([encode(task_id, kept) for task_id, kept in good]) if good else None
 
     def _unserializable(self, message: Any, exc: Exception) -> None:
         """Report a message that cannot go on the wire and fail its tuple trees at once (the
@@ -584,9 +586,16 @@ class ZmqTransfer:
         if not isinstance(envelopes, (list, tuple)):
             raise ValueError(f"frame is a {type(envelopes).__name__}, not a list of envelopes")
         runtime = self._runtime
-        for task_id, messages in envelopes:
-            if type(task_id) is not int or not isinstance(messages, (list, tuple)):
-                raise ValueError("envelope is not [task_id, [message, ...]]")
+        for envelope in envelopes:
+            if not isinstance(envelope, (list, tuple)) or type(envelope[0]) is not int:
+                raise ValueError("envelope is not [task_id, ...]")
+            task_id = envelope[0]
+            if len(envelope) == 4 and task_id != CONTROL_TASK:   # a batch as columns (wire.py)
+                messages, check_each = wire.decode(envelope)   # checked per run, acker streams per message
+            elif len(envelope) == 2 and isinstance(envelope[1], (list, tuple)):
+                messages, check_each = envelope[1], True
+            else:
+                raise ValueError("envelope is neither [task_id, [message, ...]] nor a batch")
             if task_id == CONTROL_TASK:
                 for kind, *args in messages:
                     handler = control.get(kind)
@@ -599,13 +608,14 @@ class ZmqTransfer:
                 messages = self._drop_undecodable(task_id, messages)
             if not messages:
                 continue
-            # one C-level pass instead of a Python loop: every message must be a 4-sequence
-            if set(map(len, messages)) != _FOUR:
-                raise ValueError(f"a message for task {task_id} is not (stream, src, values, anchors)")
-            if not all(map(_well_formed, messages)):
-                messages = self._drop_malformed(task_id, messages)
-                if not messages:
-                    continue
+            if check_each:
+                # one C-level pass instead of a Python loop: every message must be a 4-sequence
+                if set(map(len, messages)) != _FOUR:
+                    raise ValueError(f"a message for task {task_id} is not (stream, src, values, anchors)")
+                if not all(map(_well_formed, messages)):
+                    messages = self._drop_malformed(task_id, messages)
+                    if not messages:
+                        continue
             self.counters["received_messages"] += len(messages)
             try:
                 runtime.receive(task_id, messages)  # type: ignore[union-attr]
