@@ -35,7 +35,7 @@ import msgpack
 
 from stormpy import Bolt, Grouping, Spout, Topology
 from stormpy.api.compile import compile_topology
-from stormpy.task.runtime import WorkerRuntime
+from stormpy.task.runtime import WorkerRuntime, tune_gc
 from stormpy.topology.plan import build_plan
 from stormpy.worker.transfer import ZmqTransfer
 
@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args(argv)
     path = Path()
+    tune_gc()   # as WorkerRuntime.start does in a worker
     best: dict[str, float] = {}
     words = args.sentences * 8
     path.round(args.sentences, defaultdict(int))   # warm-up: caches, first batches
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'total':18s} {sum(best[s] for s in STEPS):7,.0f} ns")
     print(f"  wire bytes per word {best['bytes']:.1f}")
     if args.profile:
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.thread_time_ns, 1e-9)   # CPU time: the machine may be loaded
         prof.enable()
         path.round(args.sentences, defaultdict(int))
         prof.disable()

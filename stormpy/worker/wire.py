@@ -80,24 +80,23 @@ def _runs(streams: tuple[Any, ...], srcs: tuple[Any, ...]) -> list[Any]:
 
 def decode(envelope: Any) -> tuple[list[Any], bool]:
     """The messages of a batch envelope, and whether the caller must check them one by one
-    (an acker stream's run failed the check per run). Raises :class:`BadBatch` when the
-    columns are wrong."""
+    (a value, anchor or acker run failed its column check: only the bad messages are then
+    dropped). Raises :class:`BadBatch` when the columns do not agree in length or a run is
+    not ``(stream, source, count)``."""
     _task_id, runs, values, anchors = envelope
     if not isinstance(values, (tuple, list)) or not isinstance(anchors, (tuple, list)):
         raise BadBatch("values or anchors is not an array")
     n = len(values)
     if len(anchors) != n:
         raise BadBatch(f"{len(anchors)} anchor maps for {n} message(s)")
-    if n and not set(map(type, values)) <= _SEQUENCES:
-        raise BadBatch("a message's values are not an array")
-    if n and not set(map(type, anchors)) <= _ANCHOR_TYPES:
-        raise BadBatch("a message's anchors are neither a map nor nil")
+    streams, srcs, acker_runs = _expand_runs(runs, n)
+    messages = list(zip(streams, srcs, values, anchors))
+    if not set(map(type, values)) <= _SEQUENCES or not set(map(type, anchors)) <= _ANCHOR_TYPES:
+        return messages, True
     maps = list(filter(None, anchors))
     if maps and not (set(map(type, _flatten(maps))) <= _INT
                      and set(map(type, _flatten(map(_values, maps)))) <= _INT):
-        raise BadBatch("an anchor root or edge id is not an int")
-    streams, srcs, acker_runs = _expand_runs(runs, n)
-    messages = list(zip(streams, srcs, values, anchors))
+        return messages, True
     return messages, any(not _acker_values_ok(stream, values[start:end]) for stream, start, end in acker_runs)
 
 

@@ -55,9 +55,20 @@ def test_batches_that_do_not_fit_the_columns_go_as_messages() -> None:
     (1, ["default", 7, 2], (("a",),), (None,)),
     (1, ["default", 7, 1], (("a",),), (None, None)),
     (1, ["default", 7, 0], (), ()),
-    (1, ["default", 7, 1], ("a",), (None,)),
-    (1, ["default", 7, 1], (("a",),), ({1: 1.5},)),
+    (1, ["default", 7], (("a",),), (None,)),
+    (1, ("default", 7, 1), "abc", (None,)),
 ])
 def test_columns_that_disagree_are_refused(envelope: tuple) -> None:
     with pytest.raises(wire.BadBatch):
         wire.decode(envelope)
+
+
+@pytest.mark.parametrize("envelope", [
+    (1, ["default", 7, 1], ("a",), (None,)),
+    (1, ["default", 7, 1], (("a",),), ({1: 1.5},)),
+    (1, ["default", 7, 1], (("a",),), ({"x": 1},)),
+    (1, ["default", 7, 1], (("a",),), ((1, 2),)),
+])
+def test_a_message_of_the_wrong_shape_asks_for_the_message_check(envelope: tuple) -> None:
+    _messages, check_each = wire.decode(envelope)
+    assert check_each
