@@ -1,9 +1,12 @@
 """ZeroMQ transport between worker processes (DESIGN section 5, "Transport").
 
 One PULL socket per worker, bound on the worker's port, receives frames from every peer. A
-frame is ``msgpack([[dest_task, [message, ...]], ...])``: envelopes addressed by task id (the
-"virtual port") that the receive thread hands to ``runtime.receive(task, messages)``. Tasks of
-this worker never touch a socket: ``send`` delivers them straight to the runtime.
+frame is ``msgpack([envelope, ...])``, one envelope per destination task id (the "virtual
+port") whose messages the receive thread hands to ``runtime.receive(task, messages)``. A batch
+travels as columns, ``[dest_task, runs, values, anchors]`` (stream and source run-length
+encoded, checked per run: ``stormpy.worker.wire``); control messages and batches that do not
+fit the columns as ``[dest_task, [message, ...]]``. Tasks of this worker never touch a
+socket: ``send`` delivers them straight to the runtime.
 
 Threads:
 - executor threads call :meth:`ZmqTransfer.send` with a batch for one destination task; remote
