@@ -10,11 +10,13 @@ envelope* carries the same batch as columns::
 - ``runs``: ``[stream, src_task, n, stream, src_task, n, ...]``: the messages' stream and
   source, run-length encoded (a batch usually comes from one task on one stream: one run);
 - ``values``: the values of every message, in order;
-- ``anchors``: every message's ``{root: edge}`` map or nil.
+- ``anchors``: nil when no message is anchored, else ``[counts, roots, edges]``: the root and
+  edge ids of all messages as two int arrays, ``counts`` 1 when every message has one root
+  (the common case), else the number of roots of each message (0: not anchored).
 
 The columns are built and checked with C-level passes (``zip(*messages)``, ``tuple.count``,
 ``set(map(type, ...))``) instead of a Python function per tuple: stream and source once per
-run, the types of every value array, anchor map, root and edge id in one pass each, and the
+run, the types of every value array, root and edge id in one pass each, and the
 acker streams' values (ints, in triples for ``__ack_init``) per run; only a batch failing
 that is checked message by message (``transfer._well_formed``), so that just its bad
 messages are dropped.
@@ -26,13 +28,12 @@ same code, so no other version of the format is ever read.
 """
 from __future__ import annotations
 
-from itertools import chain, repeat
+from itertools import chain, islice, repeat
 from typing import Any
 
 from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
 
 _SEQUENCES = frozenset({tuple, list})
-_ANCHOR_TYPES = frozenset({dict, type(None)})
 _INT = frozenset({int})
 _flatten = chain.from_iterable
 _values = dict.values
@@ -52,12 +53,25 @@ def encode(task_id: int, messages: list[Any]) -> tuple[Any, ...]:
     stream, src = streams[0], srcs[0]
     if type(stream) is not str or type(src) is not int:
         return (task_id, messages)
-    if streams.count(stream) == n and srcs.count(src) == n:
-        return (task_id, [stream, src, n], values, anchors)
     try:
-        return (task_id, _runs(streams, srcs), values, anchors)
-    except TypeError:
+        runs = [stream, src, n] if streams.count(stream) == n and srcs.count(src) == n else _runs(streams, srcs)
+        return (task_id, runs, values, _anchor_columns(anchors, n))
+    except TypeError:   # a stream that is not a str, anchors that are not maps
         return (task_id, messages)
+
+
+def _anchor_columns(anchors: tuple[Any, ...], n: int) -> list[Any] | None:
+    """``None`` when no message is anchored, else ``[counts, roots, edges]``: ``counts`` is 1
+    when every message has one root, else each message's number of roots (0: not anchored)."""
+    nones = anchors.count(None)
+    if nones == n:
+        return None
+    if nones:
+        counts: Any = [0 if a is None else len(a) for a in anchors]
+        anchors = tuple(filter(None, anchors))
+    else:
+        counts = 1 if set(map(len, anchors)) == {1} else list(map(len, anchors))
+    return [counts, list(_flatten(anchors)), list(_flatten(map(_values, anchors)))]
 
 
 def _runs(streams: tuple[Any, ...], srcs: tuple[Any, ...]) -> list[Any]:
@@ -80,24 +94,44 @@ def _runs(streams: tuple[Any, ...], srcs: tuple[Any, ...]) -> list[Any]:
 
 def decode(envelope: Any) -> tuple[list[Any], bool]:
     """The messages of a batch envelope, and whether the caller must check them one by one
-    (a value, anchor or acker run failed its column check: only the bad messages are then
+    (a value, anchor id or acker run failed its column check: only the bad messages are then
     dropped). Raises :class:`BadBatch` when the columns do not agree in length or a run is
     not ``(stream, source, count)``."""
-    _task_id, runs, values, anchors = envelope
-    if not isinstance(values, (tuple, list)) or not isinstance(anchors, (tuple, list)):
-        raise BadBatch("values or anchors is not an array")
+    _task_id, runs, values, anchor_columns = envelope
+    if not isinstance(values, (tuple, list)):
+        raise BadBatch("values is not an array")
     n = len(values)
-    if len(anchors) != n:
-        raise BadBatch(f"{len(anchors)} anchor maps for {n} message(s)")
     streams, srcs, acker_runs = _expand_runs(runs, n)
+    anchors, ids_ok = _anchors(anchor_columns, n)
     messages = list(zip(streams, srcs, values, anchors))
-    if not set(map(type, values)) <= _SEQUENCES or not set(map(type, anchors)) <= _ANCHOR_TYPES:
-        return messages, True
-    maps = list(filter(None, anchors))
-    if maps and not (set(map(type, _flatten(maps))) <= _INT
-                     and set(map(type, _flatten(map(_values, maps)))) <= _INT):
+    if not ids_ok or not set(map(type, values)) <= _SEQUENCES:
         return messages, True
     return messages, any(not _acker_values_ok(stream, values[start:end]) for stream, start, end in acker_runs)
+
+
+def _anchors(columns: Any, n: int) -> tuple[Any, bool]:
+    """Each message's ``{root: edge}`` (or None) from the anchor columns, and whether every
+    id is an int."""
+    if columns is None:
+        return repeat(None, n), True
+    if not isinstance(columns, (tuple, list)) or len(columns) != 3:
+        raise BadBatch("anchors are neither nil nor [counts, roots, edges]")
+    counts, roots, edges = columns
+    if not isinstance(roots, (tuple, list)) or not isinstance(edges, (tuple, list)) or len(roots) != len(edges):
+        raise BadBatch("anchor roots and edges are not arrays of one length")
+    ids_ok = set(map(type, roots)) <= _INT and set(map(type, edges)) <= _INT
+    try:
+        if counts == 1 and type(counts) is int:
+            if len(roots) != n:
+                raise BadBatch(f"{len(roots)} anchor(s) for {n} message(s)")
+            return [{root: edge} for root, edge in zip(roots, edges)], ids_ok
+        if (not isinstance(counts, (tuple, list)) or len(counts) != n or not set(map(type, counts)) <= _INT
+                or min(counts, default=0) < 0 or sum(counts) != len(roots)):
+            raise BadBatch("anchor counts do not match the messages and ids")
+        pairs = zip(roots, edges)
+        return [dict(islice(pairs, k)) if k else None for k in counts], ids_ok
+    except TypeError as exc:   # an unhashable root
+        raise BadBatch(f"an anchor root is not an id: {exc}") from exc
 
 
 def _acker_values_ok(stream: str, values: Any) -> bool:
