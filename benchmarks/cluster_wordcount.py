@@ -229,6 +229,10 @@ def main() -> int:
     print(f"  worker RSS (mean per worker, every 5 s) MB: {' '.join(f'{r:.0f}' for r in rss)}")
     print(f"  worker CPU during the run: {' '.join(f'{c:.0f}%' for c in full['cpu_pct'])} of one core each "
           f"(machine busy {full['machine_cpu_pct']:.0f}%)")
+    cpu_secs_per_sec = sum(full["cpu_pct"]) / 100
+    if cpu_secs_per_sec > 0:
+        # on a loaded machine the workers get what CPU they can: compare runs by this figure
+        print(f"  counted words per worker CPU-second {full['words_per_sec'] / cpu_secs_per_sec:,.0f}")
     if raw:
         print(f"  ratio counted words/s : raw pipe tuples/s = {full['words_per_sec'] / raw:.1%}")
     shutil.rmtree(base, ignore_errors=True)

@@ -83,7 +83,8 @@ class Ledger:
 
         The same rules as :meth:`init`/:meth:`ack`/:meth:`fail`, inlined, because this runs
         two or three times per tuple tree. An ``__ack_ack`` message may carry several
-        ``root, value`` pairs (bolt executors send one per acker task per flush). Returns ``(ACKED|FAILED, root, spout_task)`` for
+        ``root, value`` pairs (bolt executors send one per acker task per flush), an
+        ``__ack_init`` several ``root, value, spout task`` triples (spout executors, likewise). Returns ``(ACKED|FAILED, root, spout_task)`` for
         every tree that settled. Messages on other streams go to ``on_unknown(message)``.
         """
         pending = self._pending
@@ -107,16 +108,28 @@ class Ledger:
                         del values_of[root]
                         out.append((ACKED, root, entry[1]))
                 continue
+            if stream == ACK_INIT:
+                # [root, value, spout task, ...]: the trees a spout executor started since its
+                # last flush.
+                for i in range(0, len(values), 3):
+                    root = values[i]
+                    entry = values_of.get(root)
+                    if entry is None:
+                        entry = [values[i + 1], values[i + 2], False]
+                        put(root, entry)
+                    else:
+                        entry[0] ^= values[i + 1]
+                        entry[1] = values[i + 2]
+                    if entry[0] == 0:
+                        del values_of[root]
+                        out.append((ACKED, root, entry[1]))
+                    elif entry[2]:
+                        del values_of[root]
+                        out.append((FAILED, root, entry[1]))
+                continue
             root = values[0]
             entry = values_of.get(root)
-            if stream == ACK_INIT:
-                if entry is None:
-                    entry = [values[1], values[2], False]
-                    put(root, entry)
-                else:
-                    entry[0] ^= values[1]
-                    entry[1] = values[2]
-            elif stream == ACK_FAIL:
+            if stream == ACK_FAIL:
                 if entry is None:
                     put(root, [0, None, True])
                     continue

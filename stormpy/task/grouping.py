@@ -12,6 +12,7 @@ from two hashes, the one this task has sent fewer tuples to wins.
 from __future__ import annotations
 
 import logging
+import operator
 import pickle
 import random
 import zlib
@@ -27,6 +28,7 @@ Selector = Callable[[Sequence[Any]], list[int]]
 EMPTY: list[int] = []
 _CACHE_LIMIT = 1 << 16
 _PARTIAL_KEY_SEED = 0x5BD1E995
+_CACHEABLE = frozenset({str, int})
 
 
 def grouping_kind(grouping: Any) -> str:
@@ -90,8 +92,21 @@ def fields_selector(tasks: Sequence[int], indexes: list[int]) -> Selector:
         select_one.key_cache = cache  # type: ignore[attr-defined]
         return select_one
 
+    key_of = operator.itemgetter(*indexes)
+    many_cache: dict[tuple[Any, ...], list[int]] = {}
+
     def select_many(values: Sequence[Any]) -> list[int]:
-        return choices[zlib.crc32(stable_key_bytes([values[i] for i in indexes])) % n]
+        # Keys of str and int fields only are cached (computed once per key and emitting
+        # task): 1, 1.0 and True are equal dict keys but hash to different tasks.
+        key = key_of(values)
+        hit = many_cache.get(key) if set(map(type, key)) <= _CACHEABLE else None
+        if hit is None:
+            hit = choices[zlib.crc32(stable_key_bytes(list(key))) % n]
+            if set(map(type, key)) <= _CACHEABLE:
+                if len(many_cache) >= _CACHE_LIMIT:
+                    many_cache.clear()
+                many_cache[key] = hit
+        return hit
 
     return select_many
 

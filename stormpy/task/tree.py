@@ -12,7 +12,10 @@ Storm's acking (DESIGN section 6), as stormpy does it:
 - **settle** (bolt ack): ``pending[root] ^= edge ^ ack value`` for each anchor of the tuple;
   consecutive tuples of one tree combine in locals before touching the dict.
 - **fail**: the roots' combined acks are dropped and ``__ack_fail(root)`` goes to their ackers.
-- **flush**: ``pending`` becomes one ``__ack_ack([root, value, ...])`` message per acker task.
+- **flush**: ``pending`` becomes one ``__ack_ack([root, value, ...])`` message per acker task,
+  and the trees started since the last flush one ``__ack_init([root, value, spout task, ...])``
+  per acker task (the acker's traffic is a few messages per batch, not one per tuple; an ack
+  that reaches the acker before its tree's init is kept until the init comes).
 
 XOR is associative and commutative, so combining per root and per flush gives the acker the
 same value as one message per edge would. :class:`TupleTrees` is one executor's share (the
@@ -55,7 +58,7 @@ _FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
 class TupleTrees:
     """One executor's tuple-tree bookkeeping: its combined acks and the way to its ackers."""
 
-    __slots__ = ("outbox", "acker_tasks", "num_ackers", "src_task", "pending")
+    __slots__ = ("outbox", "acker_tasks", "num_ackers", "src_task", "pending", "inits", "max_inits")
 
     def __init__(self, outbox: Outbox, acker_tasks: Sequence[int], src_task: int) -> None:
         self.outbox = outbox
@@ -65,6 +68,11 @@ class TupleTrees:
         self.src_task = src_task
         #: root id -> XOR of this executor's settled edges and ack values since the last flush
         self.pending: dict[int, int] = {}
+        #: per acker task (by index): ``[root, value, spout task, ...]`` of trees started since
+        #: the last flush, sent as one ``__ack_init`` each; lists are replaced, never cleared
+        self.inits: list[list[int]] = [[] for _ in self.acker_tasks]
+        #: a list this long is sent at once (a long ``next_tuple`` must not hold its inits back)
+        self.max_inits = 3 * max(1, outbox.batch_size)
 
     # ------------------------------------------------------------ start and extend
     def start(self, targets: Sequence[int], stream: str, spout_task: int, values: list[Any]) -> int:
@@ -97,7 +105,17 @@ class TupleTrees:
 
     def init(self, root: int, value: int, spout_task: int) -> None:
         """Tell the tree's acker that ``spout_task`` started ``root`` with edges XORing to ``value``."""
-        self.outbox.add(self.acker_tasks[root % self.num_ackers], (ACK_INIT, spout_task, [root, value, spout_task], None))
+        index = root % self.num_ackers
+        inits = self.inits[index]
+        inits += (root, value, spout_task)
+        if len(inits) >= self.max_inits:
+            self.send_inits(index)
+
+    def send_inits(self, index: int) -> None:
+        """The trees started for the ``index``-th acker task go to it as one ``__ack_init``."""
+        inits = self.inits[index]
+        self.inits[index] = []
+        self.outbox.add(self.acker_tasks[index], (ACK_INIT, self.src_task, inits, None))
 
     def extend_raw(self, roots: Iterable[int], edge: int) -> None:
         """A new edge anchored to a raw message: it joins the combined acks of its roots now."""
@@ -163,10 +181,14 @@ class TupleTrees:
 
     # ------------------------------------------------------------ flush
     def has_acks(self) -> bool:
-        return bool(self.pending)
+        return bool(self.pending) or any(self.inits)
 
     def flush(self) -> None:
-        """One ``__ack_ack`` per acker task, ``[root, value, root, value, ...]``, into the outbox."""
+        """One ``__ack_init`` and one ``__ack_ack`` (``[root, value, root, value, ...]``) per
+        acker task, into the outbox."""
+        for index, inits in enumerate(self.inits):
+            if inits:
+                self.send_inits(index)
         pending = self.pending
         if not pending:
             return
@@ -297,7 +319,8 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
     tid = task.task_id
     outbox = task.trees.outbox
     boxes, batch_size, send_full = outbox.boxes, outbox.batch_size, outbox.send_full
-    num_ackers, ackers = task.trees.num_ackers, task.trees.acker_tasks
+    num_ackers, all_inits = task.trees.num_ackers, task.trees.inits
+    max_inits, send_inits = task.trees.max_inits, task.trees.send_inits
     pending_put = task.pending.put
     getrandbits = _getrandbits
     monotonic = time.monotonic
@@ -330,11 +353,11 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
             root, edge = getrandbits(64), getrandbits(64)
             box.append((DEFAULT_STREAM, tid, values, {root: edge}))
             pending_put(root, [tup_id, monotonic(), DEFAULT_STREAM])
-            acker = ackers[root % num_ackers]
-            init = boxes[acker]
-            init.append((ACK_INIT, tid, [root, edge, tid], None))
-            if len(init) >= batch_size:
-                send_full(acker)
+            index = root % num_ackers
+            inits = all_inits[index]
+            inits += (root, edge, tid)
+            if len(inits) >= max_inits:
+                send_inits(index)
         if len(box) >= batch_size:
             send_full(dest)
         task.emit_count += 1

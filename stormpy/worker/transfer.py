@@ -1,9 +1,12 @@
 """ZeroMQ transport between worker processes (DESIGN section 5, "Transport").
 
 One PULL socket per worker, bound on the worker's port, receives frames from every peer. A
-frame is ``msgpack([[dest_task, [message, ...]], ...])``: envelopes addressed by task id (the
-"virtual port") that the receive thread hands to ``runtime.receive(task, messages)``. Tasks of
-this worker never touch a socket: ``send`` delivers them straight to the runtime.
+frame is ``msgpack([envelope, ...])``, one envelope per destination task id (the "virtual
+port") whose messages the receive thread hands to ``runtime.receive(task, messages)``. A batch
+travels as columns, ``[dest_task, runs, values, anchors]`` (stream and source run-length
+encoded, checked per run: ``stormpy.worker.wire``); control messages and batches that do not
+fit the columns as ``[dest_task, [message, ...]]``. Tasks of this worker never touch a
+socket: ``send`` delivers them straight to the runtime.
 
 Threads:
 - executor threads call :meth:`ZmqTransfer.send` with a batch for one destination task; remote
@@ -58,6 +61,7 @@ import zmq
 from stormpy.daemon_guard import ThreadGuard
 from stormpy.serialization import contains_undecodable
 from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
+from stormpy.worker import wire
 
 log = logging.getLogger(__name__)
 
@@ -345,8 +349,9 @@ class ZmqTransfer:
         may raise anything (a KeyError); only the tuples it cannot encode are dropped, reported
         and failed, never the frame or the send thread.
         """
+        encode = wire.encode
         try:
-            return packer.pack(envelopes)
+            return packer.pack([encode(task_id, messages) for task_id, messages in envelopes])
         except Exception:  # noqa: BLE001 - see above; the per-message pass finds the culprits
             packer.reset()
         good: list = []
@@ -362,7 +367,7 @@ class ZmqTransfer:
                     self._unserializable(message, exc)
             if kept:
                 good.append((task_id, kept))
-        return packer.pack(good) if good else None
+        return packer.pack([encode(task_id, kept) for task_id, kept in good]) if good else None
 
     def _unserializable(self, message: Any, exc: Exception) -> None:
         """Report a message that cannot go on the wire and fail its tuple trees at once (the
@@ -584,9 +589,16 @@ class ZmqTransfer:
         if not isinstance(envelopes, (list, tuple)):
             raise ValueError(f"frame is a {type(envelopes).__name__}, not a list of envelopes")
         runtime = self._runtime
-        for task_id, messages in envelopes:
-            if type(task_id) is not int or not isinstance(messages, (list, tuple)):
-                raise ValueError("envelope is not [task_id, [message, ...]]")
+        for envelope in envelopes:
+            if not isinstance(envelope, (list, tuple)) or type(envelope[0]) is not int:
+                raise ValueError("envelope is not [task_id, ...]")
+            task_id = envelope[0]
+            if len(envelope) == 4 and task_id != CONTROL_TASK:   # a batch as columns (wire.py)
+                messages, check_each = wire.decode(envelope)   # checked per run, acker streams per message
+            elif len(envelope) == 2 and isinstance(envelope[1], (list, tuple)):
+                messages, check_each = envelope[1], True
+            else:
+                raise ValueError("envelope is neither [task_id, [message, ...]] nor a batch")
             if task_id == CONTROL_TASK:
                 for kind, *args in messages:
                     handler = control.get(kind)
@@ -599,13 +611,14 @@ class ZmqTransfer:
                 messages = self._drop_undecodable(task_id, messages)
             if not messages:
                 continue
-            # one C-level pass instead of a Python loop: every message must be a 4-sequence
-            if set(map(len, messages)) != _FOUR:
-                raise ValueError(f"a message for task {task_id} is not (stream, src, values, anchors)")
-            if not all(map(_well_formed, messages)):
-                messages = self._drop_malformed(task_id, messages)
-                if not messages:
-                    continue
+            if check_each:
+                # one C-level pass instead of a Python loop: every message must be a 4-sequence
+                if set(map(len, messages)) != _FOUR:
+                    raise ValueError(f"a message for task {task_id} is not (stream, src, values, anchors)")
+                if not all(map(_well_formed, messages)):
+                    messages = self._drop_malformed(task_id, messages)
+                    if not messages:
+                        continue
             self.counters["received_messages"] += len(messages)
             try:
                 runtime.receive(task_id, messages)  # type: ignore[union-attr]

@@ -134,3 +134,17 @@ def test_one_ack_message_may_carry_the_pairs_of_many_trees() -> None:
     got = ledger.apply_batch(inits[:3] + [("__ack_ack", 2, acks[4:], None)] + inits[3:])
     assert got == [(ACKED, 1, 7), (ACKED, 2, 7), (ACKED, 4, 7), (ACKED, 5, 7)]
     assert len(ledger) == 1  # tree 3
+
+
+def test_one_ack_init_message_carries_many_trees() -> None:
+    """Spout executors send the trees started since their last flush as one ``__ack_init``
+    of ``[root, value, spout task, ...]`` triples; acks may come before or after it."""
+    ledger = Ledger()
+    early = ledger.apply_batch([("__ack_ack", 2, [1, 5], None)])           # overtakes its init
+    assert early == []
+    done = ledger.apply_batch([("__ack_init", 3, [1, 5, 7, 2, 6, 8, 3, 9, 7], None),
+                               ("__ack_ack", 2, [2, 6], None)])
+    assert sorted(done) == [("ack", 1, 7), ("ack", 2, 8)]
+    assert len(ledger) == 1
+    assert ledger.apply_batch([("__ack_fail", 4, [3], None)]) == [("fail", 3, 7)]
+    assert len(ledger) == 0

@@ -50,6 +50,18 @@ def test_fields_grouping_spreads_keys_and_uses_several_fields() -> None:
     assert sel(["x", 1]) == sel(["x", 1])
 
 
+def test_fields_grouping_on_several_fields_caches_without_mixing_equal_keys_of_other_types() -> None:
+    """Several-field keys of str and int are hashed once per emitting task; 1, 1.0 and True
+    compare equal but must still go where a fresh process sends them."""
+    keys = [["x", 1], ["x", 1.0], ["x", True], ["y", 2], [b"z", 3], ["x", [1]], ["x", 1]]
+    fresh = [make_selector(fields("a", "b"), tasks=list(range(1, 101)), out_fields=["a", "b"],
+                           source=("s", "default"))(k)[0] for k in keys]
+    sel = make_selector(fields("a", "b"), tasks=list(range(1, 101)), out_fields=["a", "b"], source=("s", "default"))
+    for _ in range(3):
+        assert [sel(k)[0] for k in keys] == fresh
+    assert len({fresh[0], fresh[1], fresh[2]}) > 1, "the key types must matter (else the test proves nothing)"
+
+
 def test_global_grouping_picks_the_lowest_task() -> None:
     sel = make_selector(storm.Grouping(fields=[]), tasks=[9, 3, 7], out_fields=["a"], source=("s", "default"))
     assert {sel([i])[0] for i in range(100)} == {3}

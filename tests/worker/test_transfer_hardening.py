@@ -356,3 +356,40 @@ def test_a_backpressure_frame_from_outside_the_topology_stops_nothing() -> None:
     finally:
         a.stop("test done")
         b.stop("test done")
+
+
+def test_malformed_batches_are_dropped_at_the_door_and_counted() -> None:
+    """Batch envelopes (``stormpy.worker.wire``) whose columns disagree are refused whole and
+    counted as bad frames; a batch of acker messages failing the per-run check is checked
+    message by message, so only its bad messages go."""
+    port = free_port()
+    runtime = CollectingRuntime({1, 2, 3})
+    transfer = ZmqTransfer("127.0.0.1", port, bind_host="127.0.0.1")
+    transfer.start(runtime)
+    try:
+        bad_batches = [
+            [1, ["default", 7, 3], [[1], [2]], None],                 # runs count 3, values 2
+            [1, ["default", 7, 1], [[1]], [1, [5, 6], [7, 8]]],        # 2 anchors for 1 message
+            [1, ["default", 7, 2], [[1], [2]], [[2, 1], [5], [7]]],    # counts do not add up
+            [1, ["default", "7", 1], [[1]], None],                    # source not a task id
+            [1, [b"default", 7, 1], [[1]], None],                     # stream not a string
+            [1, ["default", 7], [[1]], None],                         # runs not triples
+            [1, "runs", [[1]], None],
+        ]
+        frames = [msgpack.packb([b]) for b in bad_batches]
+        acker_batch = [2, [ACK_INIT, 7, 2, ACK_FAIL, 7, 2], [[1, 2, 7], [1, 2], [5], []], None]
+        frames.append(msgpack.packb([acker_batch]))
+        # messages of the wrong shape in a well-formed batch: only they are dropped
+        frames.append(msgpack.packb([[2, ["default", 7, 4], [[1], 5, [2], [3]],
+                                      [[0, 0, 1, 1], ["a", 1], [1, "b"]]]]))
+        frames.append(msgpack.packb([[3, ["default", 7, 1, "other", 8, 1], [["a"], ["b"]], [[1, 0], [1], [2]]]]))
+        _push(port, frames)
+        wait_until(lambda: runtime.count(3) == 2, 20, "the good batch after the bad ones")
+        assert transfer.counters["bad_frames"] == len(bad_batches)
+        assert runtime.count(1) == 0
+        assert runtime.received[2] == [(ACK_INIT, 7, (1, 2, 7), None), (ACK_FAIL, 7, (5,), None),
+                                       ("default", 7, (1,), None)]
+        assert transfer.counters["bad_messages"] == 2 + 3
+        assert runtime.received[3] == [("default", 7, ("a",), {1: 2}), ("other", 8, ("b",), None)]
+    finally:
+        transfer.stop("test done")
