@@ -25,6 +25,7 @@ def run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
+@pytest.mark.slow   # a 10 s run and two Spark starts: 35-90 s on 2 cores
 def test_local_run_then_check_prints_ok_with_exact_counts(tmp_path):
     out = tmp_path / "counts"
     local = run(sys.executable, "-m", "stormpy.cli", "local", str(EXAMPLE), "--duration", "10",
