@@ -26,6 +26,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,12 +106,19 @@ class ProcessCluster:
         if self.num_nimbuses > 1:   # several Nimbus daemons: clients find the leader through the seeds
             self.conf["nimbus.seeds"] = [f"127.0.0.1:{port}" for port in self.nimbus_ports]
         self.start_zookeeper()
-        self.start_nimbus()
-        for i in range(1, self.num_nimbuses):
-            self.start_nimbus(i, wait_leader=False)
+        # Nimbus 0, the supervisors and the UI start together (their interpreters start while the
+        # others do; supervisors register in ZooKeeper and wait for assignments, the UI shows Nimbus
+        # as unavailable until it answers); the other Nimbus daemons only once Nimbus 0 leads, so
+        # Nimbus 0 is the leader, as the tests expect.
+        nimbus = self._nimbus_process(0)
+        nimbus.start()
         for i in range(self.num_supervisors):
             self.add_supervisor(i)
         self.ui = self.daemon("ui", self.conf, "ui").start()
+        nimbus.wait_for_port(self.nimbus_ports[0], timeout=60)
+        wait_for_leader(self.conf, 60)
+        for i in range(1, self.num_nimbuses):
+            self.start_nimbus(i, wait_leader=False)
         wait_until(lambda: self._restart_refused_supervisors() and
                    len(self.supervisor_summaries()) >= self.num_supervisors, 60,
                    f"{self.num_supervisors} supervisors registered with Nimbus")
@@ -169,16 +177,20 @@ class ProcessCluster:
 
     def start_nimbus(self, index: int = 0, wait_leader: bool = True) -> DaemonProcess:
         """Start (again) Nimbus ``index``; with ``wait_leader``, wait until some Nimbus leads."""
+        proc = self._nimbus_process(index)
+        proc.start()
+        proc.wait_for_port(self.nimbus_ports[index], timeout=60)
+        if wait_leader:
+            wait_for_leader(self.conf, 60)
+        return proc
+
+    def _nimbus_process(self, index: int) -> DaemonProcess:
         proc = self.nimbuses[index]
         if proc is None:
             proc = self.nimbuses[index] = self.daemon("nimbus", self.nimbus_conf(index),
                                                       "nimbus" if index == 0 else f"nimbus-{index}")
         if index == 0:
             self.nimbus = proc
-        proc.start()
-        proc.wait_for_port(self.nimbus_ports[index], timeout=60)
-        if wait_leader:
-            wait_for_leader(self.conf, 60)
         return proc
 
     def supervisor_conf(self, index: int) -> dict[str, Any]:
@@ -200,8 +212,19 @@ class ProcessCluster:
         return proc.start()
 
     def stop(self) -> None:
-        for proc in reversed(self.started):
-            proc.stop(reason="cluster teardown", grace_secs=10)
+        """SIGTERM every daemon but ZooKeeper at once and wait for them together (SIGKILL after 10 s),
+        then stop ZooKeeper, so that the daemons close their sessions while it still answers."""
+        daemons = [p for p in reversed(self.started) if p is not self.zookeeper and p.is_alive()]
+        for proc in daemons:
+            proc.kill(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in daemons:
+            try:
+                proc.proc.wait(timeout=max(0.0, deadline - time.monotonic()))   # type: ignore[union-attr]
+            except subprocess.TimeoutExpired:
+                proc.kill(signal.SIGKILL)
+        if self.zookeeper is not None:
+            self.zookeeper.stop(reason="cluster teardown", grace_secs=10)
         for pid in self.worker_pids():
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -1,7 +1,8 @@
 """The acceptance run of issue 14: ``stormpy local examples/trident_spark.py`` then ``check`` prints OK.
 
-Real processes: the CLI runs the topology (Spark starts inside it) for 20 s, with the example's
-injected failures replaying batches; ``check`` reads the Parquet back with Spark SQL in another
+Real processes: the CLI runs the topology (Spark starts inside it) for 10 s, with the example's
+injected failures replaying batches (at ``tspark.fail.rate=0.01`` a 50-line batch fails 4 times in
+10, and dozens of batches run in 10 s); ``check`` reads the Parquet back with Spark SQL in another
 process and compares every batch's counts with the input text.
 """
 from __future__ import annotations
@@ -24,9 +25,10 @@ def run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
+@pytest.mark.slow   # a 10 s run and two Spark starts: 35-90 s on 2 cores
 def test_local_run_then_check_prints_ok_with_exact_counts(tmp_path):
     out = tmp_path / "counts"
-    local = run(sys.executable, "-m", "stormpy.cli", "local", str(EXAMPLE), "--duration", "20",
+    local = run(sys.executable, "-m", "stormpy.cli", "local", str(EXAMPLE), "--duration", "10",
                 "-c", f"tspark.output={out}", "-c", "tspark.fail.rate=0.01", timeout=150)
     assert local.returncode == 0, local.stderr[-3000:]
     assert local.stdout.count(f"check them: python examples/trident_spark.py check {out}") == 2, \

@@ -128,6 +128,7 @@ def runs(scluster: ProcessCluster) -> Iterator[list[Run]]:
         run.finish()
 
 
+@pytest.mark.slow
 def test_spark_rows_once_and_exact_redis_counts_after_worker_sigkills(scluster, runs, spark, redis_server,
                                                                       redis_prefix, tmp_path):
     die_txid = 6
