@@ -254,6 +254,7 @@ class ExecutorLoop:
                 executor.waker = None
                 self._running = None
             thread = self._new_thread(self._continue(generation), "executor-loop")
+            self.thread = thread
             for other in self.executors:
                 other.thread = thread
             thread.start()
