@@ -26,6 +26,7 @@ with ``topology.executor.threads: per-executor``; the log says so once.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import traceback
@@ -47,12 +48,22 @@ Running = tuple[Executor[Any], float]   # the executor in step() and when the st
 SchedTimes = tuple[float, float, float]  # wall clock, on a CPU, waiting for a CPU (seconds)
 
 
-def sched_times(tid: int) -> SchedTimes | None:
-    """(monotonic time, CPU time, run-queue wait) of a thread of this process, from Linux's
-    ``schedstat``; None where it is not available (then only the watchdog guards)."""
+def open_sched_times() -> int:
+    """A descriptor on the calling thread's Linux ``schedstat`` for :func:`sched_times`, or -1."""
     try:
-        with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
-            fields = f.read().split()
+        return os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+    except OSError:
+        return -1
+
+
+def sched_times(fd: int) -> SchedTimes | None:
+    """(monotonic time, CPU time, run-queue wait) of the thread ``fd`` was opened for (a
+    ``pread``: a few microseconds); None where it is not available (then only the watchdog
+    guards, by wall-clock time)."""
+    if fd < 0:
+        return None
+    try:
+        fields = os.pread(fd, 128, 0).split()
         return time.monotonic(), int(fields[0]) / 1e9, int(fields[1]) / 1e9
     except (OSError, ValueError, IndexError):
         return None
@@ -73,7 +84,7 @@ class ExecutorLoop:
         self._lock = threading.Lock()
         self._generation = 0                # the loop thread of this generation runs the round
         self._running: Running | None = None
-        self._tid = 0                        # native id of the loop thread
+        self._fd = -1                        # the loop thread's schedstat (sched_times)
         self._mark: SchedTimes | None = None  # the loop thread's times at the start of its round
         self._failures: dict[int, int] = {}
         self._resume_at: dict[int, float] = {}
@@ -117,14 +128,14 @@ class ExecutorLoop:
     # ------------------------------------------------------------ the loop
     def _run(self, generation: int) -> None:
         """Rounds until every executor stopped (or this thread was left with a blocked one)."""
-        self._tid = threading.get_native_id()
+        self._fd = fd = open_sched_times()
         try:
             while True:
                 executors = self.executors
                 if not executors:
                     return
                 wait = _MAX_WAIT_SECS
-                self._mark = mark = sched_times(self._tid)
+                self._mark = mark = sched_times(fd)
                 slowest: Executor[Any] | None = None
                 slowest_secs = 0.0
                 for executor in executors:
@@ -143,6 +154,8 @@ class ExecutorLoop:
         finally:
             if generation == self._generation:
                 self._stopped.set()
+            if fd >= 0:
+                os.close(fd)
 
     def _turn(self, executor: Executor[Any], generation: int, started: float) -> float | None:
         """One executor's step; its wait, or None when this thread now belongs to it."""
@@ -169,7 +182,7 @@ class ExecutorLoop:
         """A slow round: when this thread spent over ``DETACH_SECS`` of it neither running nor
         waiting for a CPU (so sleeping or blocked in user code), its slowest step's executor
         moves to a thread of its own. Time the OS gave to other processes does not count."""
-        now = sched_times(self._tid)
+        now = sched_times(self._fd)
         if mark is None or now is None:
             return
         blocked = (now[0] - mark[0]) - (now[1] - mark[1]) - (now[2] - mark[2])
@@ -263,7 +276,7 @@ class ExecutorLoop:
         running, mark = self._running, self._mark
         if running is None or time.monotonic() - running[1] < STUCK_SECS:
             return None
-        now = sched_times(self._tid)
+        now = sched_times(self._fd)
         if mark is not None and now is not None and (now[0] - mark[0]) - (now[2] - mark[2]) < STUCK_SECS:
             return None     # mostly waiting for a CPU: a loaded machine, not a stuck step
         return running[0]
