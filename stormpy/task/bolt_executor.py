@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 # once per 1000-tuple batch, 50 s later, when every tree has timed out.
 _MAX_SLICE = 1 << 16
 _SLOW_SLICE_SECS = 0.1
-_STEP_BATCHES = 64       # batches one scheduler step takes before the next executor's turn
+_STEP_BATCHES = 64       # batches one scheduler step takes before the next executor's turn ...
+_STEP_SECS = 0.02        # ... or once it has worked this long
 
 
 class BoltTask(TaskBase):
@@ -286,16 +287,21 @@ class BoltExecutor(Executor[BoltTask]):
             self._flush_if_due(now)
 
     def step(self) -> float:
-        """One round for a scheduler: up to ``_STEP_BATCHES`` batches, due timers, a flush."""
+        """One round for a scheduler: up to ``_STEP_BATCHES`` batches (or ``_STEP_SECS`` of work),
+        due timers, a flush."""
         queue = self.queue
         outbox = self.outbox
         flush_secs = self.settings.flush_interval_secs
         took = 0
+        until = time.monotonic() + _STEP_SECS
         while took < _STEP_BATCHES and not queue.empty():
             self._take(queue.get_nowait())   # one consumer: not empty means get succeeds
             took += 1
-            if outbox and time.monotonic() - self._last_flush >= flush_secs:
+            now = time.monotonic()
+            if outbox and now - self._last_flush >= flush_secs:
                 self.flush()
+            if now >= until:
+                break
         now = time.monotonic()
         wait = 0.05
         if now >= self.next_timer:
