@@ -4,6 +4,8 @@
 - ``emit``: the emit paths and the acker messages they send
 - ``grouping``: routing from Thrift Grouping objects to task ids
 - ``executor`` / ``spout_executor`` / ``bolt_executor``: one thread per task range
+- ``scheduler``: ExecutorLoop, the executors of one process taking turns on one thread
+  (``topology.executor.threads``; the default in ``stormpy local``)
 - ``stats``: per-executor counters with Storm's rolling windows
 - ``context``: TopologyContext handed to ``initialize``
 - ``runtime``: WorkerRuntime, the executors of one worker process
