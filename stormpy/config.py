@@ -150,6 +150,7 @@ TOPOLOGY_TICK_TUPLE_FREQ_SECS = _key("topology.tick.tuple.freq.secs", None, (int
 TOPOLOGY_DEBUG = _key("topology.debug", False, bool, "Log every emitted tuple.")
 TOPOLOGY_SERIALIZERS = _key("topology.serializers", {}, dict, "Type name -> 'module:Class' serializer for non-msgpack values.")
 TOPOLOGY_SLEEP_SPOUT_WAIT_MS = _key("topology.sleep.spout.wait.strategy.time.ms", 1, int, "Spout sleep when it emitted nothing or is throttled.")
+TOPOLOGY_EXECUTOR_THREADS = _key("topology.executor.threads", "auto", str, "How the executors of one process share threads. ``one``: a single scheduler thread takes the executors in turn (spouts call ``next_tuple``, bolts drain their queues in batches), which saves the thread switches the GIL forces between executor threads; a step that sleeps or blocks holds up the others, so an executor whose step spends more than 50 ms off the CPU, or has not returned after 1 s, moves to a thread of its own. ``per-executor``: a thread per executor (Storm's model; user code that blocks delays only its own executor). ``auto`` (the default): ``one`` in ``stormpy local``, ``per-executor`` in cluster workers.")
 TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = _key("topology.executor.receive.buffer.size", 32768, int, "Tuples an executor may have queued before backpressure.")
 TOPOLOGY_TRANSFER_BATCH_SIZE = _key("topology.transfer.batch.size", 1000, int, "Most tuples in one hand-over batch.")
 TOPOLOGY_BATCH_FLUSH_INTERVAL_MILLIS = _key("topology.batch.flush.interval.millis", 2, int, "Flush partly filled batches after this long.")

@@ -165,7 +165,8 @@ class LocalTopology:
         self.transactional_state = MemoryTransactionalState()
         self.runtime = WorkerRuntime(self.plan, self.plan.executors(), self.transfer, self.reporter,
                                      host="localhost", port=0, pin_cpu=True,  # one process: one core
-                                     transactional_state=self.transactional_state)
+                                     transactional_state=self.transactional_state,
+                                     one_thread_by_default=True)
         self.transfer.bind(self.runtime)
 
     def start(self, active: bool = True) -> "LocalTopology":

@@ -5,6 +5,8 @@
 - ``emit``: the general emit path, its checks and the outbox
 - ``grouping``: routing from Thrift Grouping objects to task ids
 - ``executor`` / ``spout_executor`` / ``bolt_executor``: one thread per task range
+- ``scheduler``: ExecutorLoop, the executors of one process taking turns on one thread
+  (``topology.executor.threads``; the default in ``stormpy local``)
 - ``stats``: per-executor counters with Storm's rolling windows
 - ``context``: TopologyContext handed to ``initialize``
 - ``runtime``: WorkerRuntime, the executors of one worker process

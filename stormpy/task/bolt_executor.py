@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 # once per 1000-tuple batch, 50 s later, when every tree has timed out.
 _MAX_SLICE = 1 << 16
 _SLOW_SLICE_SECS = 0.1
+_STEP_BATCHES = 64       # batches one scheduler step takes before the next executor's turn ...
+_STEP_SECS = 0.02        # ... or once it has worked this long
 
 
 class BoltTask(TaskBase):
@@ -283,6 +285,30 @@ class BoltExecutor(Executor[BoltTask]):
             now = time.monotonic()
             wait = self._run_timers(now)
             self._flush_if_due(now)
+
+    def step(self) -> float:
+        """One round for a scheduler: up to ``_STEP_BATCHES`` batches (or ``_STEP_SECS`` of work),
+        due timers, a flush."""
+        queue = self.queue
+        outbox = self.outbox
+        flush_secs = self.settings.flush_interval_secs
+        took = 0
+        until = time.monotonic() + _STEP_SECS
+        while took < _STEP_BATCHES and not queue.empty():
+            self._take(queue.get_nowait())   # one consumer: not empty means get succeeds
+            took += 1
+            now = time.monotonic()
+            if outbox and now - self._last_flush >= flush_secs:
+                self.flush()
+            if now >= until:
+                break
+        now = time.monotonic()
+        wait = 0.05
+        if now >= self.next_timer:
+            wait = min(self._run_timers(now), wait)
+            self.next_timer = now + wait
+        self._flush_if_due(now)
+        return 0.0 if took else max(self.next_timer - now, 0.0)
 
     def _on_messages(self, task: BoltTask, messages: list[Any]) -> None:
         if task.component is None:

@@ -27,7 +27,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from queue import SimpleQueue
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from stormpy.serialization import from_conf
 from stormpy.api.component import Component
@@ -83,6 +83,15 @@ class ReceiveQueueMetrics(Mapping[str, float]):
 
     def __len__(self) -> int:
         return len(self.NAMES)
+
+
+class Waker(Protocol):
+    """What an executor needs of the scheduler that runs it (``stormpy.task.scheduler``)."""
+
+    idle: bool
+
+    def wake(self) -> None:
+        """A batch or call arrived for an executor while the scheduler waits idle."""
 
 
 class Timer:
@@ -176,6 +185,7 @@ class Executor(Generic[TaskT]):
         self.outbox = Outbox(runtime.transfer.send, self.settings.transfer_batch_size, self.name)
         self.trees: TupleTrees = TupleTrees(self.outbox, self.acker_tasks, start)
         self._last_flush = time.monotonic()
+        self.next_timer = 0.0     # step(): when timers are next due (at most 50 ms ahead)
         self.stats = ExecutorStats(self.kind)
         self.stats.metric_sources.append(ReceiveQueueMetrics(self))
         self.tasks: dict[int, TaskT] = {}
@@ -185,6 +195,9 @@ class Executor(Generic[TaskT]):
         self._started = threading.Event()
         self.thread: threading.Thread | None = None
         self.loop_restarts = 0     # framework errors that restarted the loop (never silent)
+        #: The scheduler running this executor among others on one thread (None: own thread);
+        #: ``enqueue`` wakes it when it waits idle.
+        self.waker: Waker | None = None
 
     # ------------------------------------------------------------ other threads
     def enqueue(self, task_id: int | None, messages: Any) -> None:
@@ -195,14 +208,20 @@ class Executor(Generic[TaskT]):
             if self.queued > self.high_watermark:
                 self.overloaded = True
             self.queue.put((task_id, messages))
+        if self.waker is not None and self.waker.idle:
+            self.waker.wake()
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on the executor thread (activate, deactivate, flush requests)."""
         self.queue.put((None, fn))
+        if self.waker is not None and self.waker.idle:
+            self.waker.wake()
 
     def start(self) -> None:
-        """Start the executor thread; in a worker it runs under the worker's ThreadGuard, so even
+        """Start the executor thread (unless a scheduler runs it); in a worker it runs under the worker's ThreadGuard, so even
         an exception that escapes start-up or shutdown is reported (the loop restarts itself)."""
+        if self.waker is not None:
+            return
         guard = getattr(self.runtime, "thread_guard", None)
         if guard is not None:
             self.thread = guard.start_thread(f"executor-{self.name}", self._thread_main, restart=False)
@@ -238,6 +257,16 @@ class Executor(Generic[TaskT]):
         if pin is not None:
             pin()  # share one core with the runtime's other threads (see runtime.choose_cpu)
         try:
+            if self.setup():
+                self._run_loop()
+        finally:
+            self._started.set()
+            self._shutdown()
+
+    def setup(self) -> bool:
+        """Create and initialize the tasks and timers (on the thread that runs the executor);
+        False when the executor died starting (reported: it only shuts down then)."""
+        try:
             now = time.monotonic()
             self.add_timer(30.0, lambda: self.stats.snapshot_if_due(), "stats")
             for task_id in self.task_ids:
@@ -245,13 +274,31 @@ class Executor(Generic[TaskT]):
                 self.tasks[task_id] = task
                 self._start_task(task)
             self._setup_timers(now)
-            self._started.set()
-            self._run_loop()
+            return True
         except Exception as exc:
             log.exception("executor %s died while starting", self.name)
             self._framework_error(None, exc, "executor start")
+            return False
         finally:
             self._started.set()
+
+    def step(self) -> float:
+        """One round of the loop that never blocks, for a scheduler running several executors
+        on one thread (``stormpy.task.scheduler``): 0.0 when it did work (run another round
+        soon), else the seconds it could wait for nothing but a new batch."""
+        raise RuntimeError("executor subclasses define the step")
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run_on_own_thread(self) -> None:
+        """Continue this (started) executor's loop on the calling thread until it stops (a
+        scheduler hands over an executor that blocks)."""
+        self.thread = threading.current_thread()
+        try:
+            self._run_loop()
+        finally:
             self._shutdown()
 
     def _run_loop(self) -> None:
@@ -297,6 +344,7 @@ class Executor(Generic[TaskT]):
     def add_timer(self, interval: float, fn: Callable[[], None], name: str) -> Timer:
         timer = Timer(interval, fn, name, time.monotonic())
         self.timers.append(timer)
+        self.next_timer = 0.0
         return timer
 
     def _setup_timers(self, now: float) -> None:
@@ -431,6 +479,7 @@ class Executor(Generic[TaskT]):
         task.failed_starts += 1
         task.down_until = time.monotonic() + delay
         self.timers.append(Timer(delay, lambda: self._restart(task), f"restart:{task.task_id}", time.monotonic()))
+        self.next_timer = 0.0
 
     def _backoff(self, task: TaskT) -> float:
         """The pause before a crashed task is re-created.

@@ -17,12 +17,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from stormpy import config as cfg
 
 from stormpy.task.bolt_executor import BoltExecutor
 from stormpy.topology.plan import ExecutorRange, TopologyPlan
 from stormpy.task.executor import Executor
+from stormpy.task.scheduler import ExecutorLoop
 from stormpy.task.settings import ExecutorSettings
 from stormpy.task.spout_executor import SpoutExecutor
 
@@ -79,6 +82,21 @@ def choose_cpu() -> int | None:
     return current if current in allowed else allowed[0]
 
 
+EXECUTOR_THREADS = ("auto", "one", "per-executor")
+
+
+def executor_threads(conf: Mapping[str, Any], one_by_default: bool) -> str:
+    """``one`` or ``per-executor`` from ``topology.executor.threads`` (``auto``: the default of
+    the caller); a value outside the three is a ConfigError naming them."""
+    value = str(cfg.read(conf, cfg.TOPOLOGY_EXECUTOR_THREADS)).strip().lower()
+    if value not in EXECUTOR_THREADS:
+        raise cfg.ConfigError(f"{cfg.TOPOLOGY_EXECUTOR_THREADS.name} must be one of "
+                              f"{', '.join(EXECUTOR_THREADS)}, not {value!r}")
+    if value == "auto":
+        return "one" if one_by_default else "per-executor"
+    return value
+
+
 class LoggingReporter:
     """Default reporter: errors go to the log and the newest ones are kept per component."""
 
@@ -98,7 +116,9 @@ class WorkerRuntime:
 
     def __init__(self, plan: TopologyPlan, executors: Iterable[ExecutorRange], transfer: Any, reporter: Any = None,
                  host: str = "localhost", port: int = 0, pin_cpu: bool = False,
-                 transactional_state: Any = None) -> None:
+                 transactional_state: Any = None, one_thread_by_default: bool = False) -> None:
+        """``one_thread_by_default``: ``topology.executor.threads: auto`` means one scheduler
+        thread for all executors (``stormpy local``), else a thread per executor."""
         self.plan = plan
         #: Handed to every task as ``context.transactional_state`` (Trident's coordinator state).
         self.transactional_state = transactional_state
@@ -127,6 +147,10 @@ class WorkerRuntime:
         self.active = False
         self.started = False
         self.cpu = choose_cpu() if pin_cpu else None
+        #: The scheduler thread running every executor (``topology.executor.threads: one``), or None.
+        self.loop: ExecutorLoop | None = None
+        if executor_threads(plan.conf, one_thread_by_default) == "one" and self._all:
+            self.loop = ExecutorLoop(self._all, pin=self.pin_thread)
 
     def pin_thread(self) -> None:
         """Pin the calling thread to the runtime's CPU (executor and transport threads call it)."""
@@ -141,8 +165,11 @@ class WorkerRuntime:
     def start(self) -> None:
         """Start every executor thread; returns once each has initialized its tasks."""
         tune_gc()
+        if self.loop is not None:
+            self.loop.guard = self.thread_guard
+            self.loop.start()
         for executor in self._all:
-            executor.start()
+            executor.start()   # no-op for those the loop runs
         deadline = time.monotonic() + _START_TIMEOUT_SECS
         for executor in self._all:
             if not executor.wait_started(max(0.0, deadline - time.monotonic())):
@@ -167,6 +194,8 @@ class WorkerRuntime:
         for executor in self._all:
             if not executor.join(_JOIN_TIMEOUT_SECS):
                 log.warning("executor %s did not stop within %.0fs", executor.name, _JOIN_TIMEOUT_SECS)
+        if self.loop is not None and not self.loop.join(_JOIN_TIMEOUT_SECS):
+            log.warning("the executor loop's watchdog did not stop within %.0fs", _JOIN_TIMEOUT_SECS)
         self.started = False
 
     def drain(self, timeout_secs: float) -> bool:

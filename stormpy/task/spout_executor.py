@@ -98,6 +98,7 @@ class SpoutExecutor(Executor[SpoutTask]):
         self._expired = 0             # trees timed out since the last _adapt
         self._acks = 0
         self._latency_sum = 0.0       # seconds, acks since the last _adapt
+        self._throttled_since = 0.0   # step(): when the spout was first held back, 0: it is not
         self.flow: dict[str, float] = {"throttled_ms": 0.0, "max_spout_pending": float(self.pending_cap)}
         self.stats.metric_sources.append(self.flow)
 
@@ -312,3 +313,29 @@ class SpoutExecutor(Executor[SpoutTask]):
                     self.flow["throttled_ms"] += (time.monotonic() - now) * 1000.0
                 if waited is not None:
                     self._take(waited)
+
+    def step(self) -> float:
+        """One round for a scheduler: acker answers, due timers, up to ``_NEXT_TUPLE_ROUNDS``
+        ``next_tuple`` calls per task (unless inactive, capped or under backpressure), a flush."""
+        queue = self.queue
+        for _ in range(256):
+            if queue.empty():
+                break
+            self._take(queue.get_nowait())   # one consumer: not empty means get succeeds
+        now = time.monotonic()
+        if now >= self.next_timer:
+            self.next_timer = now + min(self._run_timers(now), 0.05)
+        self._capped_round = False
+        overloaded = self.active and self.runtime.is_overloaded()
+        emitted = self._next_tuples() if self.active and not overloaded else 0
+        if overloaded or self._capped_round:
+            if not self._throttled_since:
+                self._throttled_since = now
+        elif self._throttled_since:
+            self.flow["throttled_ms"] += (now - self._throttled_since) * 1000.0
+            self._throttled_since = 0.0
+        if self.outbox:
+            self.flush()
+        if emitted:
+            return 0.0
+        return self.settings.spout_wait_secs if self.active else max(self.next_timer - time.monotonic(), 0.001)

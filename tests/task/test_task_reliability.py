@@ -239,9 +239,12 @@ class BackpressureTopology(Topology):
 def test_backpressure_stops_the_spout_while_a_receiver_is_over_its_watermark(local_topology: Any,
                                                                              waiter: Any) -> None:
     reset()
+    # Threads per executor, as in a worker: on one scheduler thread the slow bolt drains its
+    # queue every round, so this queue never reaches the watermark.
     local = local_topology(BackpressureTopology, **{"topology.executor.receive.buffer.size": 200,
                                                     "topology.transfer.batch.size": 20,
-                                                    "topology.acker.executors": 0})
+                                                    "topology.acker.executors": 0,
+                                                    "topology.executor.threads": "per-executor"})
     slow = next(e for e in local.runtime.executors.values() if e.component_id == "slow")
     peak = 0
     waiter(lambda: STATE.get("processed", 0) >= 300, 60, "the slow bolt to process 300 tuples")

@@ -1,0 +1,292 @@
+"""ExecutorLoop: the executors of one process taking turns on one thread.
+
+Why: under the GIL only one thread runs Python at a time, and in ``stormpy local`` every
+thread is pinned to one core anyway (``runtime.choose_cpu``). With a thread per executor,
+each batch handed from one executor to the next wakes a blocked thread, which must then win
+the GIL (and the receive-queue lock) from the thread that is running: the OS and the GIL
+take turns for us, at a cost per switch that grows with the number of executors
+(parallelism 2 counted fewer words per CPU-second than parallelism 1). One thread that
+calls each executor's ``step()`` in turn does the same work with no switch at all.
+
+How: a round calls ``step()`` of every executor: a spout takes its acker answers, runs due
+timers and calls ``next_tuple`` (while active, below ``topology.max.spout.pending`` and
+without backpressure); a bolt drains up to 64 batches from its queue. Each flushes what it
+emitted, so the next executor in the round finds it. When no step did work the loop waits for
+the shortest wait a step asked for (a spout's sleep, the next timer), or until a batch or a
+control call arrives from another thread (``Executor.waker``). Timers, ticks, acking,
+timeouts, backpressure and crash handling are the executors' own, as on their own threads.
+
+The trade-off: a step is not pre-empted, so user code that blocks (sleeps, waits on I/O)
+delays every other executor of the process. Two guards bound that: a step that spent more
+than ``DETACH_SECS`` off the CPU (sleeping or waiting, not computing) hands its executor to
+a thread of its own, and a watchdog does the same for a step that has not returned after
+``STUCK_SECS`` (the others continue on a new loop thread). Such an executor then runs as
+with ``topology.executor.threads: per-executor``; the log says so once.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from stormpy.task.executor import Executor
+
+log = logging.getLogger(__name__)
+
+#: A step spending this long off the CPU (sleeping, blocked) moves its executor to its own thread.
+DETACH_SECS = 0.05
+#: A step running this long moves its executor to its own thread (the watchdog's check).
+STUCK_SECS = 1.0
+_MAX_WAIT_SECS = 0.05
+_MAX_BACKOFF_SECS = 30.0
+
+Running = tuple[Executor[Any], float]   # the executor in step() and when the step started
+SchedTimes = tuple[float, float, float]  # wall clock, on a CPU, waiting for a CPU (seconds)
+
+
+def open_sched_times() -> int:
+    """A descriptor on the calling thread's Linux ``schedstat`` for :func:`sched_times`, or -1."""
+    try:
+        return os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+    except OSError:
+        return -1
+
+
+def sched_times(fd: int) -> SchedTimes | None:
+    """(monotonic time, CPU time, run-queue wait) of the thread ``fd`` was opened for (a
+    ``pread``: a few microseconds); None where it is not available (then only the watchdog
+    guards, by wall-clock time)."""
+    if fd < 0:
+        return None
+    try:
+        fields = os.pread(fd, 128, 0).split()
+        return time.monotonic(), int(fields[0]) / 1e9, int(fields[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class ExecutorLoop:
+    """Runs several executors on one thread (see the module docstring)."""
+
+    def __init__(self, executors: Iterable[Executor[Any]], pin: Callable[[], None] | None = None,
+                 guard: Any = None) -> None:
+        self.executors: list[Executor[Any]] = list(executors)  # replaced, never changed in place
+        self.idle = False
+        self.detached: list[str] = []       # names of executors moved to their own thread
+        self._pin = pin
+        #: A worker's ThreadGuard (framework errors count toward its budget), or None.
+        self.guard = guard
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._generation = 0                # the loop thread of this generation runs the round
+        self._running: Running | None = None
+        self._fd = -1                        # the loop thread's schedstat (sched_times)
+        self._mark: SchedTimes | None = None  # the loop thread's times at the start of its round
+        self._failures: dict[int, int] = {}
+        self._resume_at: dict[int, float] = {}
+        self._stopped = threading.Event()
+        self.thread: threading.Thread | None = None
+        self._watchdog_thread: threading.Thread | None = None
+        for executor in self.executors:
+            executor.waker = self
+
+    def wake(self) -> None:
+        """A batch or control call arrived while the loop waits (any thread)."""
+        self._event.set()
+
+    def start(self) -> None:
+        self.thread = self._new_thread(self._main, "executor-loop")
+        for executor in self.executors:
+            executor.thread = self.thread
+        self.thread.start()
+        self._watchdog_thread = self._new_thread(self._watchdog, "executor-loop-watchdog")
+        self._watchdog_thread.start()
+
+    def join(self, timeout: float) -> bool:
+        """After the executors stopped: wait for the watchdog to end (it does once the loop did)."""
+        if self._watchdog_thread is None:
+            return True
+        self._watchdog_thread.join(timeout)
+        return not self._watchdog_thread.is_alive()
+
+    @staticmethod
+    def _new_thread(target: Callable[[], None], name: str) -> threading.Thread:
+        return threading.Thread(target=target, name=name, daemon=True)
+
+    def _main(self) -> None:
+        if self._pin is not None:
+            self._pin()
+        for executor in list(self.executors):
+            if not executor.setup():
+                self._retire(executor)
+        self._run(0)
+
+    # ------------------------------------------------------------ the loop
+    def _run(self, generation: int) -> None:
+        """Rounds until every executor stopped (or this thread was left with a blocked one)."""
+        self._fd = fd = open_sched_times()
+        try:
+            while True:
+                executors = self.executors
+                if not executors:
+                    return
+                wait = _MAX_WAIT_SECS
+                self._mark = mark = sched_times(fd)
+                slowest: Executor[Any] | None = None
+                slowest_secs = 0.0
+                for executor in executors:
+                    started = time.monotonic()
+                    took = self._turn(executor, generation, started)
+                    if took is None:
+                        return      # the watchdog gave the others a new loop thread
+                    spent = time.monotonic() - started
+                    if spent > slowest_secs:
+                        slowest, slowest_secs = executor, spent
+                    wait = min(wait, took)
+                if slowest is not None and slowest_secs > DETACH_SECS:
+                    self._check_blocked(slowest, mark)
+                if wait > 0.0:
+                    self._wait_idle(wait)
+        finally:
+            if generation == self._generation:
+                self._stopped.set()
+            if fd >= 0:
+                os.close(fd)
+
+    def _turn(self, executor: Executor[Any], generation: int, started: float) -> float | None:
+        """One executor's step; its wait, or None when this thread now belongs to it."""
+        if executor.stopping:
+            self._retire(executor)
+            return 0.0
+        key = id(executor)
+        if self._resume_at and started < self._resume_at.get(key, 0.0):
+            return _MAX_WAIT_SECS
+        self._running = (executor, started)
+        try:
+            wait = executor.step()
+        except Exception as exc:
+            wait = self._loop_error(executor, exc)
+        with self._lock:
+            self._running = None
+            moved = generation != self._generation
+        if moved:
+            executor.run_on_own_thread()
+            return None
+        return wait
+
+    def _check_blocked(self, executor: Executor[Any], mark: SchedTimes | None) -> None:
+        """A slow round: when this thread spent over ``DETACH_SECS`` of it neither running nor
+        waiting for a CPU (so sleeping or blocked in user code), its slowest step's executor
+        moves to a thread of its own. Time the OS gave to other processes does not count."""
+        now = sched_times(self._fd)
+        if mark is None or now is None:
+            return
+        blocked = (now[0] - mark[0]) - (now[1] - mark[1]) - (now[2] - mark[2])
+        if blocked > DETACH_SECS:
+            self._detach(executor, f"it spent {blocked * 1000:.0f} ms of a step sleeping or blocked")
+
+    def _wait_idle(self, wait: float) -> None:
+        """Nothing to do: wait for ``wait`` seconds or until another thread hands over work."""
+        self._event.clear()
+        self.idle = True
+        try:
+            if all(executor.queue.empty() for executor in self.executors):
+                self._event.wait(wait)
+        finally:
+            self.idle = False
+
+    def _retire(self, executor: Executor[Any]) -> None:
+        """A stopped executor (or one that died starting) shuts down on this thread."""
+        with self._lock:
+            self.executors = [e for e in self.executors if e is not executor]
+        executor.waker = None
+        try:
+            executor._shutdown()
+        except Exception:
+            log.exception("executor %s: shutdown failed", executor.name)
+
+    def _loop_error(self, executor: Executor[Any], exc: Exception) -> float:
+        """Framework code raised in a step: as on an executor's own thread, report it for every
+        task, re-create the tasks, and skip the executor for the restart backoff."""
+        key = id(executor)
+        failures = self._failures[key] = self._failures.get(key, 0) + 1
+        executor.loop_restarts += 1
+        log.exception("executor %s: framework error in its loop (restart #%d)", executor.name, failures)
+        for task in list(executor.tasks.values()):
+            executor._framework_error(task, exc, "executor loop")
+        guard = self.guard if self.guard is not None else getattr(executor.runtime, "thread_guard", None)
+        if guard is not None and not guard.failed(f"executor-{executor.name}", exc, handled="loop restarted"):
+            for other in self.executors:   # the worker gives up on its threads (it exits)
+                other.stop("the worker gave up on its threads")
+            return 0.0
+        backoff = min(executor.settings.restart_backoff_secs * (2 ** min(failures, 8)), _MAX_BACKOFF_SECS)
+        self._resume_at[key] = time.monotonic() + backoff
+        return 0.0
+
+    # ------------------------------------------------------------ blocking user code
+    def _detach(self, executor: Executor[Any], why: str) -> None:
+        """Called on the loop thread between steps: the executor continues on its own thread."""
+        with self._lock:
+            if executor not in self.executors:
+                return
+            self.executors = [e for e in self.executors if e is not executor]
+        self._hand_over(executor, why)
+        executor.waker = None
+        thread = self._new_thread(self._own_thread(executor), f"executor-{executor.name}")
+        executor.thread = thread
+        thread.start()
+
+    def _own_thread(self, executor: Executor[Any]) -> Callable[[], None]:
+        def main() -> None:
+            if self._pin is not None:
+                self._pin()
+            executor.run_on_own_thread()
+        return main
+
+    def _hand_over(self, executor: Executor[Any], why: str) -> None:
+        self.detached.append(executor.name)
+        log.warning("executor %s moves to a thread of its own (%s): user code that blocks would "
+                    "hold up the other executors of this process", executor.name, why)
+
+    def _watchdog(self) -> None:
+        """Twice a second: a step that has run for ``STUCK_SECS`` (not counting time the OS gave
+        other processes) keeps its thread; the others continue on a new loop thread."""
+        while not self._stopped.wait(STUCK_SECS / 2):
+            with self._lock:
+                executor = self._stuck()
+                if executor is None:
+                    continue
+                self._generation += 1
+                generation = self._generation
+                self.executors = [e for e in self.executors if e is not executor]
+                self._hand_over(executor, f"a step has not returned for {STUCK_SECS:g} s")
+                executor.waker = None
+                self._running = None
+            thread = self._new_thread(self._continue(generation), "executor-loop")
+            self.thread = thread
+            for other in self.executors:
+                other.thread = thread
+            thread.start()
+
+    def _stuck(self) -> Executor[Any] | None:
+        running, mark = self._running, self._mark
+        if running is None or time.monotonic() - running[1] < STUCK_SECS:
+            return None
+        now = sched_times(self._fd)
+        if mark is not None and now is not None and (now[0] - mark[0]) - (now[2] - mark[2]) < STUCK_SECS:
+            return None     # mostly waiting for a CPU: a loaded machine, not a stuck step
+        return running[0]
+
+    def _continue(self, generation: int) -> Callable[[], None]:
+        def main() -> None:
+            if self._pin is not None:
+                self._pin()
+            try:
+                self._run(generation)
+            except Exception as exc:  # noqa: BLE001 - never silent
+                log.error("executor loop failed: %s", "".join(traceback.format_exception(exc)))
+        return main

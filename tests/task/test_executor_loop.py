@@ -1,0 +1,138 @@
+"""One scheduler thread for every executor of ``stormpy local`` (``topology.executor.threads``):
+the same results as a thread per executor, and user code that blocks moves to its own thread."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from stormpy import Bolt, Grouping, Spout, Topology
+from stormpy.config import ConfigError
+from stormpy.local.runner import LocalTopology
+
+STATE: dict[str, Any] = {}
+
+
+class CountingSpout(Spout):
+    """Acked ids 0..; ``STATE['block']`` (an Event) makes one ``next_tuple`` wait for it."""
+
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.n = 0
+
+    def next_tuple(self) -> None:
+        block = STATE.get("block")
+        if block is not None and self.n == 100:
+            STATE["blocked"] = True
+            block.wait(20)
+        if self.n < 5000:
+            self.emit([self.n], tup_id=self.n)
+            self.n += 1
+
+    def ack(self, tup_id: Any) -> None:
+        with STATE["lock"]:
+            STATE["acked"] += 1
+
+
+class FastSpout(Spout):
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.n = 0
+
+    def next_tuple(self) -> None:
+        self.n += 1
+        self.emit([self.n], tup_id=self.n)
+
+    def ack(self, tup_id: Any) -> None:
+        with STATE["lock"]:
+            STATE["fast_acked"] += 1
+
+
+class SumBolt(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        with STATE["lock"]:
+            STATE["sum"] += tup.values[0]
+
+
+class SleepyBolt(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        time.sleep(0.1)
+
+
+class SumTopology(Topology):
+    numbers = CountingSpout.spec()
+    total = SumBolt.spec(inputs={numbers: Grouping.SHUFFLE}, par=2)
+
+
+class SleepyTopology(Topology):
+    """A fast path and a bolt that sleeps 100 ms a tuple, in one process."""
+
+    slow_source = FastSpout.spec()
+    sleepy = SleepyBolt.spec(inputs=[slow_source])
+    numbers = CountingSpout.spec()
+    total = SumBolt.spec(inputs=[numbers])
+
+
+def reset(**values: Any) -> None:
+    STATE.clear()
+    STATE.update(acked=0, fast_acked=0, sum=0, lock=threading.Lock(), **values)
+
+
+@pytest.mark.parametrize("threads", ["one", "per-executor"])
+def test_both_modes_count_every_tuple_once(local_topology: Any, waiter: Any, threads: str) -> None:
+    reset()
+    local = local_topology(SumTopology, **{"topology.executor.threads": threads})
+    waiter(lambda: STATE["acked"] == 5000, 60, "5000 acks")
+    assert STATE["sum"] == sum(range(5000))
+    executor_threads = {ex.thread for ex in local.runtime.executors.values()}
+    if threads == "one":
+        assert local.runtime.loop is not None and len(executor_threads) == 1
+    else:
+        assert local.runtime.loop is None and len(executor_threads) == len(local.runtime.executors)
+
+
+def test_stormpy_local_runs_one_loop_by_default(local_topology: Any, waiter: Any) -> None:
+    reset()
+    local = local_topology(SumTopology)
+    assert local.runtime.loop is not None
+    waiter(lambda: STATE["acked"] == 5000, 60, "5000 acks")
+
+
+def test_a_bolt_that_sleeps_moves_to_its_own_thread(local_topology: Any, waiter: Any) -> None:
+    reset()
+    local = local_topology(SleepyTopology, **{"topology.max.spout.pending": 50})
+    loop = local.runtime.loop
+    waiter(lambda: any(name.startswith("sleepy") for name in loop.detached), 30, "the sleepy bolt to move")
+    sleepy = next(ex for ex in local.runtime.executors.values() if ex.component_id == "sleepy")
+    assert sleepy.thread is not loop.thread
+    # The others kept their loop and do not wait 100 ms per sleepy tuple any more.
+    waiter(lambda: STATE["acked"] == 5000, 30, "the fast path's 5000 acks")
+    assert STATE["sum"] == sum(range(5000))
+
+
+def test_a_spout_stuck_in_next_tuple_does_not_starve_the_others(local_topology: Any, waiter: Any) -> None:
+    block = threading.Event()
+    reset(block=block)
+    try:
+        local = local_topology(SleepyTopology, **{"topology.max.spout.pending": 50})
+        waiter(lambda: STATE.get("blocked"), 30, "the spout to block")
+        loop = local.runtime.loop
+        waiter(lambda: any(name.startswith("numbers") for name in loop.detached), 30, "the watchdog to act")
+        before = STATE["fast_acked"]
+        waiter(lambda: STATE["fast_acked"] > before + 5, 30, "the other spout's acks while one is stuck")
+    finally:
+        block.set()
+    waiter(lambda: STATE["acked"] == 5000, 60, "the released spout to finish")
+
+
+def test_a_bad_value_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="topology.executor.threads must be one of auto, one, per-executor"):
+        LocalTopology(SumTopology, "bad", user_overrides={"topology.executor.threads": "two"})
