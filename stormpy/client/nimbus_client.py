@@ -24,7 +24,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from thriftpy2.protocol import TBinaryProtocolFactory
-from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TApplicationException, TClient
 from thriftpy2.transport import TFramedTransportFactory, TSocket, TTransportException
 
@@ -37,6 +36,11 @@ from stormpy.tls import describe_error
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECS = 60.0
+#: How long a TCP connect to one Nimbus may take, apart from the calls' timeout: a seed whose
+#: host is off the network (SYNs dropped) must not hold a client, or a supervisor's code sync,
+#: for the whole call timeout before the next seed is tried. A reachable host answers a connect
+#: in milliseconds, whatever the calls then take.
+CONNECT_TIMEOUT_SECS = 5.0
 
 
 def nimbus_addresses(conf: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -68,10 +72,12 @@ def open_client(host: str, port: int, timeout_secs: float = DEFAULT_TIMEOUT_SECS
     shared-secret handshake then runs on it; AuthError when it fails. The framed transport is
     layered on the result.
     """
-    if secret is None and tls is None:
-        return make_client(storm.Nimbus, host, port, proto_factory=TBinaryProtocolFactory(),
-                           trans_factory=TFramedTransportFactory(), timeout=int(timeout_secs * 1000))
-    raw = socket.create_connection((host, port), timeout=timeout_secs)
+    try:
+        raw = socket.create_connection((host, port), timeout=min(timeout_secs, CONNECT_TIMEOUT_SECS))
+    except OSError as exc:   # as thriftpy2's own sockets say it: callers catch TTransportException
+        raise TTransportException(TTransportException.NOT_OPEN,
+                                  f"Could not connect to {host}:{port} ({describe_error(exc) or type(exc).__name__})") from exc
+    raw.settimeout(timeout_secs)
     try:
         conn = tls.wrap_socket(raw, server_hostname=host) if tls is not None else raw
         if secret is not None:
