@@ -33,6 +33,8 @@ MODULES = ["stormpy.task.tree", "stormpy.task.emit", "stormpy.task.grouping",
 SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",
              "four score and seven years ago", "snow white and the seven dwarfs"]
 ROUNDS = 50
+# read at import: the suite's autouse fixture removes STORMPY_* variables from each test's environment
+EXPECT_COMPILED = os.environ.get("STORMPY_EXPECT_COMPILED") == "1"
 
 #: A word count with acking (one acker, two split and two count tasks) run by LocalTopology;
 #: prints which file each tuple-path module came from, the counts and the acked sentences.
@@ -179,7 +181,7 @@ def test_compiled_build_imports_the_extensions_and_counts_words(tmp_path: Path) 
 
 
 def test_installed_stormpy_is_the_compiled_one(tmp_path: Path) -> None:
-    if os.environ.get("STORMPY_EXPECT_COMPILED") != "1":
+    if not EXPECT_COMPILED:
         pytest.skip("STORMPY_EXPECT_COMPILED=1 is set by .ci/run for its compiled install only")
     files = run_wordcount(None, tmp_path)
     for module, file in files.items():
