@@ -81,13 +81,19 @@ def compiled_modules() -> list:
 
 
 class FallbackBuildExt(build_ext):
-    """A compile that fails after mypyc generated the C leaves the pure modules installed."""
+    """A compile that fails after mypyc generated the C leaves the pure modules installed.
+
+    The extensions built before the failure go too: the compiled modules share one native
+    library and expect each other compiled, so it is all of them or none."""
 
     def run(self) -> None:
         try:
             super().run()
         except Exception as exc:
             say(f"compiling the tuple path failed ({exc}): installing the pure-Python modules")
+            for ext in self.extensions:
+                for built in (self.get_ext_fullpath(ext.name), Path(self.build_lib) / self.get_ext_filename(ext.name)):
+                    Path(built).unlink(missing_ok=True)
             self.extensions = []
 
 

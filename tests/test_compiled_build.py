@@ -180,6 +180,27 @@ def test_compiled_build_imports_the_extensions_and_counts_words(tmp_path: Path) 
         assert Path(file).is_relative_to(lib) and file.endswith(".so"), f"{module} imported from {file}"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_failed_compile_installs_the_pure_modules(tmp_path: Path) -> None:
+    """A compiler that builds the probe but not mypyc's C (say, one too old for it)."""
+    if importlib.util.find_spec("mypyc") is None:
+        pytest.skip("mypyc is not installed (pip install mypy)")
+    real_cc = shutil.which(os.environ.get("CC", "cc"))
+    if real_cc is None:
+        pytest.skip("no C compiler on this machine")
+    cc = tmp_path / "picky-cc"
+    cc.write_text(f'#!/bin/sh\ncase "$*" in *probe.c*) exec {real_cc} "$@";; esac\n'
+                  'echo "picky-cc: refusing to compile" >&2\nexit 1\n')
+    cc.chmod(0o755)
+    lib, stderr = build(tmp_path, STORMPY_COMPILE="1", CC=str(cc))
+    reasons = [line for line in stderr.splitlines() if line.startswith("stormpy:")]
+    assert len(reasons) == 1 and "compiling the tuple path failed" in reasons[0], stderr[-2000:]
+    assert_pure(lib)
+    files = run_wordcount(str(lib), tmp_path)
+    assert all(f.endswith(".py") for f in files.values()), files
+
+
 def test_installed_stormpy_is_the_compiled_one(tmp_path: Path) -> None:
     if not EXPECT_COMPILED:
         pytest.skip("STORMPY_EXPECT_COMPILED=1 is set by .ci/run for its compiled install only")
