@@ -23,10 +23,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from stormpy.api.component import DRIVERS
 from stormpy.api.tuple import ReceivedTuple, Tuple
+
+_T = TypeVar("_T")
+
+try:   # mypyc (STORMPY_COMPILE=1 builds): the drivers may be subclassed by interpreted classes
+    from mypy_extensions import mypyc_attr
+except ImportError:   # pure Python: the decorator does nothing
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> Callable[[_T], _T]:
+        return lambda cls: cls
 
 if TYPE_CHECKING:
     from stormpy.api.contract import BoltOutputCollector
@@ -38,6 +46,7 @@ _tuple_new = tuple.__new__
 _new_tuple = ReceivedTuple
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Driver:
     """Base: what a bolt executor calls for one task. Subclasses define ``on_messages``."""
 
@@ -56,6 +65,7 @@ class Driver:
         """Hand over held-back work now (drain at shutdown, before ``close``)."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TupleDriver(Driver):
     """One Tuple and one ``process`` call per message; acks settled once per batch.
 
@@ -142,6 +152,7 @@ class TupleDriver(Driver):
             ex.count(cur_key, n_exec, n_ack)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class BatchingDriver(TupleDriver):
     """For ``BatchingBolt``: tuples wait in the bolt's batches and are acked after ``process_batch``."""
 
@@ -156,6 +167,7 @@ class BatchingDriver(TupleDriver):
         self.component.flush_batches()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class RawBatchDriver(Driver):
     """Whole batches of raw messages to ``on_batch(messages)``, for framework bolts.
 
@@ -176,9 +188,13 @@ class RawBatchDriver(Driver):
     def __init__(self, on_batch: Callable[[list[Any]], None],
                  pending: Callable[[], list[Any]] | None = None,
                  before_close: Callable[[], None] | None = None) -> None:
-        self.on_messages = on_batch  # type: ignore[method-assign,assignment]
+        self._on_batch = on_batch
         self._pending = pending
         self._before_close = before_close
+
+    def on_messages(self, messages: list[Any]) -> None:
+        # a method, not an instance attribute: compiled classes (mypyc) have read-only methods
+        self._on_batch(messages)
 
     def pending(self) -> list[Any]:
         return self._pending() if self._pending is not None else []
