@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import stat
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ import zmq
 
 from stormpy import auth
 from stormpy.errors import UserError
-from stormpy.supervisor.launcher import Launcher, LaunchRefused, copy_tls_files, worker_env, worker_user
+from stormpy.supervisor.launcher import (Launcher, LaunchRefused, _give, _lend, copy_tls_files, open_worker_out,
+                                        worker_env, worker_user)
 
 PAYLOAD = "stormpy:zk-pass-for-the-unit-test"
 
@@ -89,6 +91,48 @@ def test_a_worker_environment_drops_credential_variables(monkeypatch: pytest.Mon
     assert "STORMPY_TEST_SECRET" not in env and "DB_PASSWORD" not in env
     assert env["STORMPY_TEST_PLAIN"] == "kept" and env["APP_TOKEN"] == "given by the topology"
     assert env["PYTHONUNBUFFERED"] == "1" and env.get("PATH") == os.environ.get("PATH")
+    # an open cluster passes the supervisor's environment whole, as before (AWS keys and the like)
+    open_env = worker_env({}, None, withhold_credentials=False)
+    assert open_env["STORMPY_TEST_SECRET"] == "s" and open_env["DB_PASSWORD"] == "p"
+
+
+def test_root_never_writes_through_a_link_the_worker_left_for_its_output(tmp_path: Path) -> None:
+    """worker.log.out lives in a directory the worker's user owns: a symlink or hard link put there
+    in place of the file is replaced, never opened (root would write into the target)."""
+    target = tmp_path / "target"
+    target.write_text("untouched")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "worker.log.out").symlink_to(target)
+    fd = open_worker_out(logs / "worker.log.out")
+    os.write(fd, b"worker output")
+    os.close(fd)
+    assert target.read_text() == "untouched"
+    assert not (logs / "worker.log.out").is_symlink() and (logs / "worker.log.out").read_text() == "worker output"
+    os.link(target, logs / "hard.out")
+    fd = open_worker_out(logs / "hard.out")
+    os.write(fd, b"more")
+    os.close(fd)
+    assert target.read_text() == "untouched" and target.stat().st_nlink == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="skipped: changing owners needs root")
+def test_handing_over_follows_no_link_and_lends_the_code_read_only(tmp_path: Path) -> None:
+    account = pwd.getpwnam("nobody")
+    secret = tmp_path / "secret"
+    secret.write_text("s")
+    secret.chmod(0o600)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "own.txt").write_text("x")
+    (tree / "link").symlink_to(secret)
+    _give(tree, account, recursive=True)
+    assert secret.stat().st_uid == 0 and stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert (tree / "own.txt").stat().st_uid == account.pw_uid
+    _lend(tree, account)   # the code: root's, the account's group may read, nobody else
+    info = (tree / "own.txt").stat()
+    assert (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode)) == (0, account.pw_gid, 0o640)
+    assert stat.S_IMODE(tree.stat().st_mode) == 0o750 and secret.stat().st_uid == 0
 
 
 def test_tls_files_for_zookeeper_are_copied_into_the_worker_directory(tmp_path: Path) -> None:

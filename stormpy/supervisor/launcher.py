@@ -20,14 +20,16 @@ supervisor's log and no worker.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import pwd
 import signal
+import stat
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,16 +85,78 @@ def worker_user(conf: Mapping[str, Any], topology_id: str, topology_conf: Mappin
     return account
 
 
+def _open_nofollow(item: Path) -> int | None:
+    """An fd on ``item`` itself, never on what a symlink there points at (None: a symlink, gone,
+    or nothing that opens). Ownership and modes are then changed through the fd, so a user who owns the tree
+    cannot swap an entry for a link to another file between a check and the change."""
+    try:
+        return os.open(item, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:   # a symlink (ELOOP), gone, a socket: nothing the worker needs handed over
+        return None
+
+
+def _set_owner(path: Path, uid: int, gid: int, dir_mode: int, file_mode: Callable[[int], int],
+               recursive: bool) -> None:
+    """``path`` (and its subtree) owned by uid:gid, directories ``dir_mode``, files
+    ``file_mode(their mode)``; symlinks are skipped and never followed, nor are files with other
+    links (a hard link to a file elsewhere)."""
+    paths = [path, *path.rglob("*")] if recursive and path.is_dir() and not path.is_symlink() else [path]
+    for item in paths:
+        fd = _open_nofollow(item)
+        if fd is None:
+            continue
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                mode = dir_mode
+            elif stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+                mode = file_mode(stat.S_IMODE(info.st_mode))
+            else:
+                continue
+            os.fchown(fd, uid, gid)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+
+
 def _give(path: Path, account: pwd.struct_passwd, recursive: bool = False) -> None:
     """``path`` (and its subtree) owned by ``account``; directories 0700, files keep their bits
     without group/other access."""
-    paths = [path, *path.rglob("*")] if recursive and path.is_dir() else [path]
-    for item in paths:
-        if item.is_symlink():
+    _set_owner(path, account.pw_uid, account.pw_gid, WORKER_OWNED_DIR_MODE, lambda mode: mode & 0o700, recursive)
+
+
+def _group_readable(mode: int) -> int:
+    """The owner's bits, and the group's read (and execute where the owner has it)."""
+    return (mode & 0o700) | 0o040 | (0o010 if mode & 0o100 else 0)
+
+
+def _lend(path: Path, account: pwd.struct_passwd) -> None:
+    """``path``'s subtree readable by ``account``'s group and owned by root, not by the worker's
+    user: the topology's code and ``stormconf.json``, which the supervisor reads again at every
+    launch (``topology.submitter.user`` among it), must not be writable by the worker."""
+    _set_owner(path, 0, account.pw_gid, 0o750, _group_readable, True)
+
+
+def open_worker_out(out_path: Path) -> int:
+    """An append fd on ``worker.log.out``, created 0600 if missing. The directory belongs to the
+    worker's user when workers run as other users, so the entry may have been replaced by a
+    symlink or a hard link to another file since the last launch: such an entry is removed and
+    the file made anew rather than opened (root must never write through it)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(3):
+        try:
+            fd = os.open(out_path, flags, 0o600)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            out_path.unlink()
             continue
-        os.chown(item, account.pw_uid, account.pw_gid)
-        mode = item.stat().st_mode & 0o7777
-        os.chmod(item, WORKER_OWNED_DIR_MODE if item.is_dir() else mode & 0o700)
+        info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 1:
+            return fd
+        os.close(fd)
+        out_path.unlink()
+    raise LaunchRefused(f"{out_path} keeps being replaced; worker not started")
 
 
 def _let_pass(top: Path, below: Path) -> None:
@@ -121,10 +185,14 @@ def copy_tls_files(worker_conf: dict[str, Any], worker_dir: Path) -> None:
         worker_conf[key] = str(copy)
 
 
-def worker_env(topology_conf: Mapping[str, Any], account: pwd.struct_passwd | None) -> dict[str, str]:
-    """The worker's environment: the supervisor's without variables that look like credentials
-    (…PASSWORD, …SECRET, …TOKEN), plus the topology's ``topology.environment``."""
-    env = {k: v for k, v in os.environ.items() if not C._looks_like_credential(k)}
+def worker_env(topology_conf: Mapping[str, Any], account: pwd.struct_passwd | None,
+               withhold_credentials: bool = True) -> dict[str, str]:
+    """The worker's environment: the supervisor's, plus the topology's ``topology.environment``.
+    With ``withhold_credentials`` (a secured cluster: a secret, a ZooKeeper payload or workers run
+    as their submitters) variables that look like credentials (…PASSWORD, …SECRET, …TOKEN) are
+    left out; on an open cluster the environment passes whole, as it always did (topologies
+    may rely on, say, ``AWS_SECRET_ACCESS_KEY`` set for the supervisor)."""
+    env = {k: v for k, v in os.environ.items() if not (withhold_credentials and C._looks_like_credential(k))}
     if account is not None:
         env.update({"HOME": account.pw_dir, "USER": account.pw_name, "LOGNAME": account.pw_name})
     env.update({str(k): str(v) for k, v in (topology_conf.get(C.TOPOLOGY_ENVIRONMENT.name) or {}).items()})
@@ -151,8 +219,9 @@ class Launcher:
             raise UserError("supervisor.run.worker.as.user with storm.zookeeper.ssl.enable needs "
                             "supervisor.worker.tls.certfile and supervisor.worker.tls.keyfile: a certificate for the "
                             "workers (they must not get this host's key)")
-        if not as_users and (conf.get(C.STORM_THRIFT_AUTH_SECRET_FILE.name)
-                             or conf.get(C.STORM_ZOOKEEPER_AUTH_PAYLOAD.name)):
+        credentials = bool(conf.get(C.STORM_THRIFT_AUTH_SECRET_FILE.name) or conf.get(C.STORM_ZOOKEEPER_AUTH_PAYLOAD.name))
+        self.withhold_credentials = bool(as_users or credentials)
+        if not as_users and credentials:
             log.warning("SECURITY: workers run as this supervisor's account, which can read its config and "
                         "storm.thrift.auth.secret.file: a topology's code can read them too. Run the supervisor "
                         "as root with supervisor.run.worker.as.user to run each worker as its submitter.")
@@ -177,14 +246,13 @@ class Launcher:
         log_path = worker_log_path(self.log_dir, topology_id, port)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         out_path = worker_out_path(log_path)
-        out_path.touch(exist_ok=True)
         if account is not None:
             self._hand_over(topology_id, conf_file.parent, log_path.parent, account)
             if python and Path(self.local_dir) in Path(python).parents:
                 _let_pass(Path(self.local_dir), Path(python))     # the topology's virtualenv
         childopts = topology_conf.get(C.WORKER_CHILDOPTS.name) or self.conf.get(C.WORKER_CHILDOPTS.name)
         argv = worker_command(topology_id, self.supervisor_id, port, worker_id, conf_file, childopts, python)
-        env = worker_env(topology_conf, account)
+        env = worker_env(topology_conf, account, self.withhold_credentials)
         as_user: dict[str, Any] = {}
         if account is not None:
             # umask 077: what the worker writes (its logs, its files) is its user's only
@@ -192,7 +260,7 @@ class Launcher:
                        "cwd": str(conf_file.parent), "umask": 0o077}
         # The worker writes worker.log itself (rotating at worker.log.max.bytes); its raw
         # stdout/stderr go to worker.log.out, which only holds what bypasses logging.
-        with open(out_path, "ab") as out:
+        with os.fdopen(open_worker_out(out_path), "ab") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=env, start_new_session=True, close_fds=True, **as_user)
         self._children[proc.pid] = proc
@@ -202,13 +270,15 @@ class Launcher:
         return proc.pid
 
     def _hand_over(self, topology_id: str, worker_dir: Path, log_dir: Path, account: pwd.struct_passwd) -> None:
-        """Give ``account`` its worker directory (config, heartbeats), the topology's code and its
-        log directory; the directories above them become pass-through (0711)."""
+        """Give ``account`` its worker directory (config, heartbeats) and its log directory, and
+        lend it the topology's code (root's, readable by the account's group); the directories
+        above them become pass-through (0711)."""
         code = disk_layout.stormdist_dir(self.local_dir, topology_id)
-        for top, owned, recursive in ((Path(self.local_dir), worker_dir, True), (Path(self.local_dir), code, True),
-                                      (Path(self.log_dir), log_dir, True)):
+        for top, owned in ((Path(self.local_dir), worker_dir), (Path(self.log_dir), log_dir)):
             _let_pass(top, owned)
-            _give(owned, account, recursive)
+            _give(owned, account, recursive=True)
+        _let_pass(Path(self.local_dir), code)
+        _lend(code, account)
 
     def is_alive(self, pid: int, worker_id: str) -> bool:
         """Whether ``pid`` is still the worker ``worker_id`` (guards against pid reuse)."""

@@ -171,8 +171,9 @@ class ExecutorLoop:
         except Exception as exc:
             wait = self._loop_error(executor, exc)
         with self._lock:
-            self._running = None
             moved = generation != self._generation
+            if not moved:   # a handed-off step returning late must not clear the new loop's marker
+                self._running = None
         if moved:
             executor.run_on_own_thread()
             return None
