@@ -83,6 +83,18 @@ def test_a_missing_submitter_account_is_one_line() -> None:
         worker_user(on, "t-1-1", {"topology.submitter.user": pwd.getpwuid(0).pw_name})
 
 
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="skipped: changing owners needs root")
+def test_a_worker_never_runs_as_the_account_that_owns_the_secret(tmp_path: Path) -> None:
+    account = pwd.getpwnam("nobody")
+    secret = tmp_path / "secret"
+    secret.write_text("s")
+    os.chown(secret, account.pw_uid, account.pw_gid)
+    conf = {"supervisor.run.worker.as.user": True, "storm.thrift.auth.secret.file": str(secret)}
+    with pytest.raises(LaunchRefused, match="owns storm.thrift.auth.secret.file"):
+        worker_user(conf, "t-1-1", {"topology.submitter.user": "nobody"})
+
+
 def test_a_worker_environment_drops_credential_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STORMPY_TEST_SECRET", "s")
     monkeypatch.setenv("DB_PASSWORD", "p")

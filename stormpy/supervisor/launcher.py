@@ -79,10 +79,21 @@ def worker_user(conf: Mapping[str, Any], topology_id: str, topology_conf: Mappin
     if account.pw_uid == 0:
         raise LaunchRefused(f"supervisor.run.worker.as.user: topology {topology_id} asks to run as {name!r} "
                             "(uid 0); workers never run as root; worker not started")
+    secret_file = conf.get(C.STORM_THRIFT_AUTH_SECRET_FILE.name)
+    if secret_file and _owner_uid(Path(str(secret_file)).expanduser()) == account.pw_uid:
+        raise LaunchRefused(f"supervisor.run.worker.as.user: topology {topology_id} asks to run as {name!r}, "
+                            "which owns storm.thrift.auth.secret.file (the daemons' account); worker not started")
     if os.geteuid() != 0:
         raise LaunchRefused(f"supervisor.run.worker.as.user needs the supervisor to run as root to start "
                             f"{topology_id}'s worker as {name!r}; worker not started")
     return account
+
+
+def _owner_uid(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:
+        return None
 
 
 def _open_nofollow(item: Path) -> int | None:
