@@ -31,13 +31,23 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: stormpy's own module paths of streamparse's names (once files at the package root).
+#: stormpy's own module paths of streamparse's names (once files at the package root), and the
+#: user API's old module paths.
 STORMPY_PATHS: dict[str, str] = {
     "stormpy.bolt": "stormpy.streamparse_compat.bolt",
     "stormpy.spout": "stormpy.streamparse_compat.spout",
     "stormpy.component": "stormpy.streamparse_compat.component",
     "stormpy.storm": "stormpy.streamparse_compat.storm",
     "stormpy.dsl": "stormpy.streamparse_compat.dsl",
+    # the user API's modules before they became stormpy.api (topology files and benchmarks
+    # written against them keep importing)
+    "stormpy.task.component": "stormpy.api.component",
+    "stormpy.task.tuple": "stormpy.api.tuple",
+    "stormpy.topology.dsl": "stormpy.api.dsl",
+    "stormpy.topology.compile": "stormpy.api.compile",
+    "stormpy.topology.loader": "stormpy.api.loader",
+    "stormpy.topology.flux": "stormpy.api.flux",
+    "stormpy.topology.foreign": "stormpy.api.foreign",
 }
 #: alias module -> stormpy module that answers it. Packages (they have submodules) in PACKAGES.
 ALIASES: dict[str, str] = {
