@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from stormpy.trident import _moved
 
-if TYPE_CHECKING:   # what static tools see (SparkState: Any); at run time __getattr__ imports each name on first use
-    from stormpy.kafka.trident import OpaqueKafkaSpout, TransactionalKafkaSpout
-    from stormpy.redis.streams import OpaqueRedisStreamSpout
+# What static tools see. The names of Spark and the connectors (SparkState, the Kafka and Redis
+# Streams spouts) are not imported even here: those packages are built on Trident, a layer above
+# it, and this face only names where their classes live for the spelling topology files use
+# (``from stormpy.trident import OpaqueKafkaSpout``); static tools see them as Any.
+if TYPE_CHECKING:
     from stormpy.trident.api.topology import GroupedStream, Stream, TridentState, TridentTopology
     from stormpy.trident.runtime.operations import (Aggregator, CombinerAggregator, Count, Filter, Function,
                                                     MapGet, QueryFunction, ReducerAggregator, Sum, TridentTuple)
