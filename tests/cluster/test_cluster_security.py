@@ -5,6 +5,7 @@ keys, a UI POST without login (or with the master secret as its password) and an
 viewer read are each refused, while `stormpy logs` reads through the log viewers' login."""
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import shutil
@@ -28,6 +29,7 @@ from test_cluster_faults import acked_ids, counts, expected_counts, finish, run_
 pytestmark = pytest.mark.timeout(300)
 
 _SECRETS = Path(tempfile.mkdtemp(prefix="stormpy-secret-"))
+atexit.register(shutil.rmtree, _SECRETS, True)   # also when the module is collected but its tests deselected
 SECRET_FILE = _SECRETS / "secret"
 SECRET_FILE.write_text("a-cluster-secret-for-the-security-test-0123456789\n")
 SECRET_FILE.chmod(0o600)

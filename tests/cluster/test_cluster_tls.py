@@ -11,6 +11,7 @@ can; an expired certificate is a one-line CLI error.
 """
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
@@ -41,6 +42,7 @@ from tests.tls_helpers import FlippingRelay, make_cert_set
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 _DIR = Path(tempfile.mkdtemp(prefix="stormpy-tls-"))
+atexit.register(shutil.rmtree, _DIR, True)   # also when the module is collected but its tests deselected
 CERTS = make_cert_set(_DIR / "certs")
 USERS_FILE = _DIR / "ui-users"
 PASSWORDS = {"alice": "alice-password-1", "bob": "bob-password-22", "admin": "admin-password-333"}
