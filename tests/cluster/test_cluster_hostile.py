@@ -22,6 +22,7 @@ gets o+x for the module and its mode back afterwards.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -89,7 +90,9 @@ def _let_users_pass(*targets: Path) -> None:
     """Give o+x to the directories above ``targets`` that other users cannot pass (pyenv under
     /root, CI's private TMPDIR); their modes come back when the module ends."""
     for target in targets:
-        for parent in reversed(target.resolve().parents):
+        resolved = target.resolve()
+        # the directories above it, and a directory target itself (a checkout in a 0700 mktemp dir)
+        for parent in [*reversed(resolved.parents), *([resolved] if resolved.is_dir() else [])]:
             mode = parent.stat().st_mode
             if not mode & stat.S_IXOTH:
                 _OPENED.setdefault(parent, stat.S_IMODE(mode))
@@ -112,7 +115,8 @@ def users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
         yield hostile, victim
     finally:
         for path, mode in _OPENED.items():
-            os.chmod(path, mode)
+            with contextlib.suppress(FileNotFoundError):   # a cluster's own directory, gone already
+                os.chmod(path, mode)
         _OPENED.clear()
         for name in created:
             subprocess.run(["userdel", name], capture_output=True)
