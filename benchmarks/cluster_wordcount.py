@@ -12,6 +12,13 @@
    the spouts' histograms over ``--latency-duration``.
 
 Prints one block of figures and the ratio counted words/s : raw pipe tuples/s.
+
+``--executor-threads one|per-executor`` submits with ``topology.executor.threads`` set (the
+default, ``auto``, is what users get). ``--profile DIR`` samples every worker with ``py-spy``
+(when installed; ``--gil``: only the thread holding the GIL, so time spent waiting for it is
+not counted) over the measured window of the full-rate phase, writes its collapsed stacks per
+worker there and prints each worker's heaviest functions by own time and the share of
+samples per thread.
 """
 from __future__ import annotations
 
@@ -163,15 +170,55 @@ def percentile(hist: dict[int, int], q: float) -> float:
     return max(hist) / 2.0
 
 
+def start_profiles(workers: list[psutil.Process], duration: float, profile_dir: Path | None) -> list[Any]:
+    """py-spy samplers, one per worker, over the measured window (none without ``--profile``)."""
+    if profile_dir is None:
+        return []
+    spy = shutil.which("py-spy")
+    if spy is None:
+        print("--profile: py-spy is not installed; no profile", flush=True)
+        return []
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    return [subprocess.Popen([spy, "record", "--format", "raw", "--threads", "--nonblocking", "--gil", "--rate", "200",
+                              "--duration", str(max(1, int(duration))), "--pid", str(p.pid),
+                              "-o", str(profile_dir / f"worker-{i}.txt")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, p in enumerate(workers)]
+
+
+def summarize_profile(path: Path, top: int = 25) -> str:
+    """Own-time shares of the heaviest functions and the sample share of each thread."""
+    own: dict[str, int] = {}
+    threads: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        total += n
+        thread = frames[0].split("\"")[1] if "\"" in frames[0] else frames[0]
+        threads[thread] = threads.get(thread, 0) + n
+        leaf = frames[-1]
+        own[leaf] = own.get(leaf, 0) + n
+    lines = [f"{path.name}: {total} samples; threads: " + ", ".join(
+        f"{name} {n / total:.0%}" for name, n in sorted(threads.items(), key=lambda kv: -kv[1]))]
+    for leaf, n in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {n / max(1, total):6.1%}  {leaf}")
+    return "\n".join(lines)
+
+
 def run_phase(cluster: BenchCluster, name: str, rate: float, warmup: float, duration: float,
-              per_call: int = 50) -> dict[str, Any]:
+              per_call: int = 50, conf: tuple[str, ...] = (), profile_dir: Path | None = None) -> dict[str, Any]:
     out = cluster.base / f"out-{name}"
     out.mkdir()
+    extra = [arg for item in conf for arg in ("-c", item)]
     cluster.cli("submit", str(TOPOLOGY), "--name", name, "--workers", "2", "-c", f"bench.out.dir={out}",
-                "-c", f"bench.rate={rate}", "-c", f"bench.per_call={per_call}")
+                "-c", f"bench.rate={rate}", "-c", f"bench.per_call={per_call}", *extra)
     wait_until(lambda: read_outputs(out)[0] > 0, 180, f"{name}: first counted words")
     time.sleep(warmup)
     workers = cluster.workers()
+    profilers = start_profiles(workers, duration, profile_dir)
     cpu0 = {p.pid: sum(p.cpu_times()[:2]) for p in workers}
     c0, a0, h0 = read_outputs(out)
     t0 = time.time()
@@ -181,6 +228,8 @@ def run_phase(cluster: BenchCluster, name: str, rate: float, warmup: float, dura
         rss.append(sum(p.memory_info().rss for p in workers) / 2**20 / max(1, len(workers)))
     c1, a1, h1 = read_outputs(out)
     elapsed = time.time() - t0
+    for profiler in profilers:
+        profiler.wait(60)
     # CPU the workers actually got: on a shared 2-core box this explains low figures
     cpu = [(sum(p.cpu_times()[:2]) - cpu0[p.pid]) / elapsed * 100 for p in workers]
     window = {b: h1.get(b, 0) - h0.get(b, 0) for b in h1}
@@ -200,7 +249,16 @@ def main() -> int:
     parser.add_argument("--per-call", type=int, default=50,
                         help="sentences per next_tuple() call at full rate (1: as users write spouts)")
     parser.add_argument("--skip-raw", action="store_true", help="skip the raw pipe (when comparing runs)")
+    parser.add_argument("--executor-threads", choices=("auto", "one", "per-executor"), default="auto",
+                        help="topology.executor.threads of the benchmark topology")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="sample the workers with py-spy during the full-rate phase; stacks go to DIR")
+    parser.add_argument("--latency-rate", type=float, default=0.0, metavar="SENTENCES_PER_SEC",
+                        help="offered load of the latency phase (default: half the measured maximum); "
+                             "a fixed rate makes the CPU per word of runs comparable")
+    parser.add_argument("--keep", action="store_true", help="keep the cluster's directory (logs) and print it")
     args = parser.parse_args()
+    conf = (f"topology.executor.threads={args.executor_threads}",)
 
     psutil.cpu_percent(None)
     raw = 0.0 if args.skip_raw else raw_pipe(args.raw_tuples)
@@ -210,22 +268,25 @@ def main() -> int:
     cluster = BenchCluster(base)
     try:
         cluster.start()
-        full = run_phase(cluster, "bench-max", 0, args.warmup, args.duration, args.per_call)
+        full = run_phase(cluster, "bench-max", 0, args.warmup, args.duration, args.per_call, conf, args.profile)
         sentences_per_sec = full["acked_per_sec"]
-        half_rate_per_spout = sentences_per_sec / 2 / 2        # 2 spout tasks
-        half = (run_phase(cluster, "bench-half", half_rate_per_spout, args.warmup, args.latency_duration)
+        half_rate_per_spout = (args.latency_rate or sentences_per_sec / 2) / 2        # 2 spout tasks
+        half = (run_phase(cluster, "bench-half", half_rate_per_spout, args.warmup, args.latency_duration,
+                          conf=conf)
                 if args.latency_duration > 0 else None)
     finally:
         cluster.stop()
     rss = full["rss_mb"]
     print(f"cluster word count, acking on, 1 supervisor, 2 workers, {args.per_call} sentence(s) per "
-          f"next_tuple(), {args.duration:.0f} s:")
+          f"next_tuple(), {args.duration:.0f} s, topology.executor.threads={args.executor_threads}:")
     print(f"  counted words/s          {full['words_per_sec']:,.0f}")
     print(f"  acked sentences/s        {full['acked_per_sec']:,.0f}")
     print(f"  complete latency p50/p99 {full['p50_ms']:.1f} / {full['p99_ms']:.1f} ms (at max rate)")
     if half is not None:
+        half_cpu = sum(half["cpu_pct"]) / 100
         print(f"  at half rate ({half['words_per_sec']:,.0f} words/s): p50/p99 {half['p50_ms']:.1f} / "
-              f"{half['p99_ms']:.1f} ms")
+              f"{half['p99_ms']:.1f} ms; worker CPU {' '.join(f'{c:.0f}%' for c in half['cpu_pct'])}, "
+              f"{half['words_per_sec'] / max(half_cpu, 1e-9):,.0f} words per worker CPU-second")
     print(f"  worker RSS (mean per worker, every 5 s) MB: {' '.join(f'{r:.0f}' for r in rss)}")
     print(f"  worker CPU during the run: {' '.join(f'{c:.0f}%' for c in full['cpu_pct'])} of one core each "
           f"(machine busy {full['machine_cpu_pct']:.0f}%)")
@@ -235,7 +296,13 @@ def main() -> int:
         print(f"  counted words per worker CPU-second {full['words_per_sec'] / cpu_secs_per_sec:,.0f}")
     if raw:
         print(f"  ratio counted words/s : raw pipe tuples/s = {full['words_per_sec'] / raw:.1%}")
-    shutil.rmtree(base, ignore_errors=True)
+    if args.profile is not None:
+        for path in sorted(args.profile.glob("worker-*.txt")):
+            print(summarize_profile(path))
+    if args.keep:
+        print(f"  cluster directory (logs): {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
     return 0
 
 
