@@ -97,6 +97,45 @@ def executor_threads(conf: Mapping[str, Any], one_by_default: bool) -> str:
     return value
 
 
+class RoundSends:
+    """``transfer.send`` for executors a scheduler loop runs: batches for other workers wait
+    for the end of the loop's round and go to the transfer's send thread together.
+
+    Why: each ``transfer.send`` of a remote batch is a queue put that wakes the send thread,
+    which then takes the GIL from the loop thread to pack a frame of that one batch. Handed
+    over once per round, the send thread wakes once and packs bigger frames. Batches for
+    tasks of this process are delivered at once (the next executor of the round takes them);
+    calls from other threads (an executor moved to its own thread, the transport itself) go
+    straight to the transfer, as without a loop.
+    """
+
+    def __init__(self, transfer: Any, local_tasks: set[int]) -> None:
+        self.transfer = transfer
+        self._local = local_tasks
+        self._send = transfer.send
+        self._send_many = transfer.send_many
+        self._lock = threading.Lock()
+        self._held: list[tuple[int, Any]] = []
+        #: The loop whose thread's sends are held (set once the loop exists).
+        self.loop: ExecutorLoop | None = None
+
+    def send(self, task_id: int, messages: Any) -> None:
+        loop = self.loop
+        if task_id in self._local or loop is None or threading.get_ident() != loop.ident:
+            self._send(task_id, messages)
+            return
+        with self._lock:
+            self._held.append((task_id, messages))
+
+    def release(self) -> None:
+        """Hand what the round held to the transfer (the loop's ``after_round``)."""
+        if not self._held:
+            return
+        with self._lock:
+            held, self._held = self._held, []
+        self._send_many(held)
+
+
 class LoggingReporter:
     """Default reporter: errors go to the log and the newest ones are kept per component."""
 
@@ -131,6 +170,11 @@ class WorkerRuntime:
         self.port = port
         ranges = [(int(s), int(e)) for s, e in executors]
         self.local_tasks: set[int] = {t for s, e in ranges for t in range(s, e + 1)}
+        one_loop = executor_threads(plan.conf, one_thread_by_default) == "one" and bool(ranges)
+        # A transport with a send thread (send_many) takes a loop's remote batches per round.
+        self._round_sends: RoundSends | None = None
+        if one_loop and hasattr(transfer, "send_many"):
+            self.transfer = self._round_sends = RoundSends(transfer, self.local_tasks)
         self.executors: dict[ExecutorRange, Executor[Any]] = {}
         self._by_task: dict[int, Executor[Any]] = {}
         for start, end in ranges:
@@ -149,8 +193,11 @@ class WorkerRuntime:
         self.cpu = choose_cpu() if pin_cpu else None
         #: The scheduler thread running every executor (``topology.executor.threads: one``), or None.
         self.loop: ExecutorLoop | None = None
-        if executor_threads(plan.conf, one_thread_by_default) == "one" and self._all:
+        if one_loop:
             self.loop = ExecutorLoop(self._all, pin=self.pin_thread)
+            if self._round_sends is not None:
+                self._round_sends.loop = self.loop
+                self.loop.after_round = self._round_sends.release
 
     def pin_thread(self) -> None:
         """Pin the calling thread to the runtime's CPU (executor and transport threads call it)."""

@@ -21,7 +21,13 @@ delays every other executor of the process. Two guards bound that: a step that s
 than ``DETACH_SECS`` off the CPU (sleeping or waiting, not computing) hands its executor to
 a thread of its own, and a watchdog does the same for a step that has not returned after
 ``STUCK_SECS`` (the others continue on a new loop thread). Such an executor then runs as
-with ``topology.executor.threads: per-executor``; the log says so once.
+with ``topology.executor.threads: per-executor``; the log says so once. Time the loop thread
+spent waiting while other threads of the process ran is not "blocked": in a cluster worker
+the transfer threads hold the GIL for part of every round, and the loop thread waits for it.
+
+Hand-offs to the other threads: ``after_round`` (set by the owner) runs at the end of every
+round and before the loop waits: a worker's runtime hands the batches the round produced for
+other workers to the send thread there, in one queue operation (``RoundSends``).
 """
 from __future__ import annotations
 
@@ -45,7 +51,8 @@ _MAX_WAIT_SECS = 0.05
 _MAX_BACKOFF_SECS = 30.0
 
 Running = tuple[Executor[Any], float]   # the executor in step() and when the step started
-SchedTimes = tuple[float, float, float]  # wall clock, on a CPU, waiting for a CPU (seconds)
+#: wall clock, on a CPU, waiting for a CPU (the thread), CPU of all the process's threads (seconds)
+SchedTimes = tuple[float, float, float, float]
 
 
 def open_sched_times() -> int:
@@ -58,15 +65,25 @@ def open_sched_times() -> int:
 
 def sched_times(fd: int) -> SchedTimes | None:
     """(monotonic time, CPU time, run-queue wait) of the thread ``fd`` was opened for (a
-    ``pread``: a few microseconds); None where it is not available (then only the watchdog
-    guards, by wall-clock time)."""
+    ``pread``: a few microseconds) and the CPU time of the whole process; None where it is
+    not available (then only the watchdog guards, by wall-clock time)."""
     if fd < 0:
         return None
     try:
         fields = os.pread(fd, 128, 0).split()
-        return time.monotonic(), int(fields[0]) / 1e9, int(fields[1]) / 1e9
+        return time.monotonic(), int(fields[0]) / 1e9, int(fields[1]) / 1e9, time.process_time()
     except (OSError, ValueError, IndexError):
         return None
+
+
+def blocked_secs(mark: SchedTimes, now: SchedTimes) -> float:
+    """Seconds between two :func:`sched_times` the thread spent neither running, nor waiting
+    for a CPU, nor (possibly) for the GIL while another thread of the process ran: the time
+    it slept or waited on I/O. Other threads' CPU time is all subtracted, also what they ran
+    in parallel on another core, so this errs towards "not blocked" (the watchdog remains)."""
+    wall, own, queued = now[0] - mark[0], now[1] - mark[1], now[2] - mark[2]
+    others = max(0.0, (now[3] - mark[3]) - own)
+    return wall - own - queued - others
 
 
 class ExecutorLoop:
@@ -80,6 +97,11 @@ class ExecutorLoop:
         self._pin = pin
         #: A worker's ThreadGuard (framework errors count toward its budget), or None.
         self.guard = guard
+        #: Called on the loop thread at the end of every round and when the loop ends (see the
+        #: module docstring); None: nothing to hand off.
+        self.after_round: Callable[[], None] | None = None
+        #: ``threading.get_ident()`` of the thread running the rounds now (0 before it starts).
+        self.ident = 0
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._generation = 0                # the loop thread of this generation runs the round
@@ -129,6 +151,7 @@ class ExecutorLoop:
     def _run(self, generation: int) -> None:
         """Rounds until every executor stopped (or this thread was left with a blocked one)."""
         self._fd = fd = open_sched_times()
+        self.ident = threading.get_ident()
         try:
             while True:
                 executors = self.executors
@@ -149,13 +172,24 @@ class ExecutorLoop:
                     wait = min(wait, took)
                 if slowest is not None and slowest_secs > DETACH_SECS:
                     self._check_blocked(slowest, mark)
+                self._end_round()
                 if wait > 0.0:
                     self._wait_idle(wait)
         finally:
+            self._end_round()
             if generation == self._generation:
                 self._stopped.set()
             if fd >= 0:
                 os.close(fd)
+
+    def _end_round(self) -> None:
+        after = self.after_round
+        if after is None:
+            return
+        try:
+            after()
+        except Exception:  # noqa: BLE001 - the hand-off logs its own failures; never end the loop
+            log.exception("executor loop: handing off a round's output failed")
 
     def _turn(self, executor: Executor[Any], generation: int, started: float) -> float | None:
         """One executor's step; its wait, or None when this thread now belongs to it."""
@@ -182,11 +216,12 @@ class ExecutorLoop:
     def _check_blocked(self, executor: Executor[Any], mark: SchedTimes | None) -> None:
         """A slow round: when this thread spent over ``DETACH_SECS`` of it neither running nor
         waiting for a CPU (so sleeping or blocked in user code), its slowest step's executor
-        moves to a thread of its own. Time the OS gave to other processes does not count."""
+        moves to a thread of its own. Time the OS gave to other processes, or other threads
+        of this one, does not count (:func:`blocked_secs`)."""
         now = sched_times(self._fd)
         if mark is None or now is None:
             return
-        blocked = (now[0] - mark[0]) - (now[1] - mark[1]) - (now[2] - mark[2])
+        blocked = blocked_secs(mark, now)
         if blocked > DETACH_SECS:
             self._detach(executor, f"it spent {blocked * 1000:.0f} ms of a step sleeping or blocked")
 

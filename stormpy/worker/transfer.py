@@ -10,7 +10,9 @@ socket: ``send`` delivers them straight to the runtime.
 
 Threads:
 - executor threads call :meth:`ZmqTransfer.send` with a batch for one destination task; remote
-  batches go on a ``SimpleQueue`` (zmq sockets are not thread-safe, queue.Queue is slow);
+  batches go on a ``SimpleQueue`` (zmq sockets are not thread-safe, queue.Queue is slow). The
+  executor loop (``topology.executor.threads: one``) hands over each round's remote batches
+  in one item (:meth:`ZmqTransfer.send_many`), so the send thread wakes once per round;
 - the *send thread* owns one PUSH socket per peer worker. It drains everything queued, groups it
   per peer and sends one frame per peer per round, so batching grows with load while a lone
   tuple leaves at once (light traffic is never held back by a timer). It also applies route
@@ -144,7 +146,8 @@ class ZmqTransfer:
         self._bp_refresh = backpressure_refresh_secs
         self._bp_expire = backpressure_expire_secs
         self._check_interval = check_interval_secs
-        self._max_drain = 1000
+        self._max_drain = 1000           # batches per frame round of the send thread
+        self._batches_per_item = 1.0     # batches per outbox item in the last round (send_many)
         # storm.messaging.max.message.bytes: the receive socket refuses larger frames (ZeroMQ
         # drops the connection), so the sender splits its frames below it.
         self._max_bytes = max(1024, int(max_message_bytes))
@@ -235,6 +238,16 @@ class ZmqTransfer:
             return
         self._outbox.put((task_id, messages))
 
+    def send_many(self, batches: list[tuple[int, list]]) -> None:
+        """``send`` for several batches at once, in one queue operation (one wake-up of the send
+        thread): the executor loop hands over what a round emitted for other workers."""
+        local = self._local
+        if any(task_id in local for task_id, _ in batches):
+            for task_id, messages in batches:
+                self.send(task_id, messages)
+            return
+        self._outbox.put(batches)
+
     # ------------------------------------------------------------ called by the worker
 
     def update_routes(self, task_addr: Mapping[int, Address]) -> None:
@@ -246,8 +259,10 @@ class ZmqTransfer:
         self._outbox.put(_Routes(task_addr))
 
     def is_backlogged(self) -> bool:
-        """Whether executors queue remote batches faster than the send thread ships them."""
-        return self._outbox.qsize() > self._overload_backlog
+        """Whether executors queue remote batches faster than the send thread ships them (an
+        item of the queue is a batch or a round's list of them: counted at the mean size of
+        the items the send thread took last)."""
+        return self._outbox.qsize() * self._batches_per_item > self._overload_backlog
 
     # ------------------------------------------------------------ send thread
 
@@ -263,7 +278,7 @@ class ZmqTransfer:
             except queue.Empty:
                 item = None
             batches: dict[Address, list] = {}
-            drained = 0
+            drained = items = 0
             while item is not None:
                 if item is _STOP:
                     stopping = True
@@ -272,14 +287,22 @@ class ZmqTransfer:
                     batches = {}
                     self._apply_routes(item)
                 else:
-                    self._route(item, batches)
-                    drained += 1
+                    items += 1
+                    if type(item) is list:    # send_many: a round of the executor loop
+                        for batch in item:
+                            self._route(batch, batches)
+                        drained += len(item)
+                    else:
+                        self._route(item, batches)
+                        drained += 1
                     if drained >= self._max_drain:
                         break   # ship what we have: a busy outbox must not grow one frame forever
                 try:
                     item = self._outbox.get_nowait()
                 except queue.Empty:
                     item = None
+            if items:
+                self._batches_per_item = drained / items
             self._flush(batches, packer)
             self._retry_pending()
             now = time.monotonic()
