@@ -15,6 +15,7 @@ import functools
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -36,6 +37,8 @@ _JOIN_TIMEOUT_SECS = 10.0
 
 
 _GC_GEN0_THRESHOLD = 50000
+#: ``sys.setswitchinterval`` of a worker whose executors share the loop (see ``start``).
+_LOOP_SWITCH_SECS = 0.001
 
 
 def tune_gc() -> None:
@@ -212,6 +215,12 @@ class WorkerRuntime:
     def start(self) -> None:
         """Start every executor thread; returns once each has initialized its tasks."""
         tune_gc()
+        if self._round_sends is not None:
+            # The loop thread always has work under load and never blocks, so the transport's
+            # threads get the GIL only when the interpreter forces a switch: after 5 ms by
+            # default, a delay every frame pays on the way out and in (p50 complete latency
+            # 8-22 ms at half the maximum rate, against 4-6 ms with a thread per executor).
+            sys.setswitchinterval(min(sys.getswitchinterval(), _LOOP_SWITCH_SECS))
         if self.loop is not None:
             self.loop.guard = self.thread_guard
             self.loop.start()

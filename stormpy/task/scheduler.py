@@ -48,6 +48,7 @@ DETACH_SECS = 0.05
 #: A step running this long moves its executor to its own thread (the watchdog's check).
 STUCK_SECS = 1.0
 _MAX_WAIT_SECS = 0.05
+_MAX_QUEUED_FACTOR = 4.0
 _MAX_BACKOFF_SECS = 30.0
 
 Running = tuple[Executor[Any], float]   # the executor in step() and when the step started
@@ -78,11 +79,20 @@ def sched_times(fd: int) -> SchedTimes | None:
 
 def blocked_secs(mark: SchedTimes, now: SchedTimes) -> float:
     """Seconds between two :func:`sched_times` the thread spent neither running, nor waiting
-    for a CPU, nor (possibly) for the GIL while another thread of the process ran: the time
-    it slept or waited on I/O. Other threads' CPU time is all subtracted, also what they ran
-    in parallel on another core, so this errs towards "not blocked" (the watchdog remains)."""
+    for a CPU, nor (possibly) for the GIL while another thread of the process held it: the
+    time it slept or waited on I/O.
+
+    Another thread holds the GIL while it runs and while the OS has it waiting for a CPU; its
+    run-queue time is not known here, so it is estimated at this thread's own share (on a
+    loaded machine every thread waits about as long per CPU-second; at most
+    ``_MAX_QUEUED_FACTOR`` times its CPU time, so that a step sleeping beside busy threads is
+    still seen). Other threads' CPU time
+    is all subtracted, also what they ran in parallel on another core, so this errs towards
+    "not blocked" (the watchdog remains)."""
     wall, own, queued = now[0] - mark[0], now[1] - mark[1], now[2] - mark[2]
     others = max(0.0, (now[3] - mark[3]) - own)
+    if own > 0.0:
+        others *= min(1.0 + queued / own, _MAX_QUEUED_FACTOR)
     return wall - own - queued - others
 
 

@@ -2,6 +2,7 @@
 the same results as a thread per executor, and user code that blocks moves to its own thread."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from stormpy import Bolt, Grouping, Spout, Topology
 from stormpy.config import ConfigError
 from stormpy.local.runner import LocalTopology
+from stormpy.task.scheduler import blocked_secs, open_sched_times, sched_times
 
 STATE: dict[str, Any] = {}
 
@@ -136,3 +138,40 @@ def test_a_spout_stuck_in_next_tuple_does_not_starve_the_others(local_topology: 
 def test_a_bad_value_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="topology.executor.threads must be one of auto, one, per-executor"):
         LocalTopology(SumTopology, "bad", user_overrides={"topology.executor.threads": "two"})
+
+
+def _blocked_while(wait: Any) -> float:
+    """``blocked_secs`` of the calling thread around ``wait()``."""
+    fd = open_sched_times()
+    if fd < 0:
+        pytest.skip("no /proc/self/task/<tid>/schedstat on this system")
+    try:
+        mark = sched_times(fd)
+        wait()
+        now = sched_times(fd)
+    finally:
+        os.close(fd)
+    assert mark is not None and now is not None
+    return blocked_secs(mark, now)
+
+
+def test_a_sleeping_step_counts_as_blocked() -> None:
+    assert _blocked_while(lambda: time.sleep(0.2)) > 0.1
+
+
+def _spin(secs: float) -> None:
+    end = time.thread_time() + secs
+    while time.thread_time() < end:
+        pass
+
+
+def test_waiting_for_the_gil_while_another_thread_of_the_process_computes_is_not_blocked() -> None:
+    """In a worker the loop thread waits for the GIL while the transfer threads run: that
+    wait is not user code blocking, so a busy executor must not be moved off the loop."""
+    other = threading.Thread(target=_spin, args=(0.3,))
+    other.start()
+    try:
+        blocked = _blocked_while(lambda: _spin(0.3))   # both compute: they take turns at the GIL
+    finally:
+        other.join(30)
+    assert blocked < 0.1

@@ -105,6 +105,22 @@ def test_round_trip_batches_and_local_delivery(pair):
     assert transfer.counters["sent_frames"] < total / 5
 
 
+def test_send_many_hands_a_round_of_batches_over_at_once(pair):
+    """The executor loop's hand-over: several batches in one queue item, remote ones leave in
+    one frame per peer, local ones are delivered at once, nothing is lost."""
+    runtime, transfer, _peer, _port, _flag = pair
+    rounds, per_round = 50, 10
+    for r in range(rounds):
+        transfer.send_many([(2, [("default", 1, [r * per_round + i], {i: i})]) for i in range(per_round)])
+    transfer.send_many([(2, [("default", 1, [-1], None)]), (3, [("default", 1, ["local"], None)])])
+    total = rounds * per_round + 1
+    wait_until(lambda: runtime.count(1) == total, 30, f"{total} echoed messages for task 1")
+    assert runtime.received[3] == [("default", 1, ["local"], None)]
+    assert sorted(m[2][0] for m in runtime.received[1]) == list(range(-1, rounds * per_round))
+    assert transfer.counters["sent_frames"] <= rounds + 1 < total   # a round's batches share a frame
+    assert not transfer.is_backlogged()
+
+
 def test_garbage_frames_are_dropped_not_fatal(pair):
     runtime, transfer, peer, peer_port, _flag = pair
     ctx = zmq.Context()
