@@ -95,6 +95,22 @@ def test_wordcount_exact_counts_on_two_supervisors_three_workers_then_kill(clust
         finish(cluster, name, topology_id)
 
 
+def test_wordcount_exact_counts_with_one_executor_loop_per_worker(cluster, out_dir):
+    """``topology.executor.threads: one`` in workers: each worker's executors share one loop
+    thread, which hands a round's batches for the other worker to the send thread at once."""
+    name = unique("wc-loop")
+    total = 500
+    topology_id = cluster.submit("wordcount.py", name, workers=2,
+                                 conf=run_conf(out_dir, total, **{"topology.executor.threads": "one"}))
+    try:
+        cluster.wait_workers(topology_id, 2)
+        wait_until(lambda: len(acked_ids(out_dir)) == total, 120, f"all {total} sentences acked")
+        wait_until(lambda: counts(out_dir) == expected_counts(total), 30, "the exact word counts")
+        assert acked_ids(out_dir) == set(range(total))
+    finally:
+        finish(cluster, name, topology_id)
+
+
 def test_sigkilled_worker_is_restarted_and_every_tuple_acked(cluster, out_dir):
     name = unique("wc-kill")
     total = 3000
