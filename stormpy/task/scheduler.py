@@ -187,6 +187,8 @@ class ExecutorLoop:
                     self._wait_idle(wait)
         finally:
             self._end_round()
+            if self.ident == threading.get_ident():
+                self.ident = 0      # a later thread may be given the same id
             if generation == self._generation:
                 self._stopped.set()
             if fd >= 0:
