@@ -240,12 +240,8 @@ class ZmqTransfer:
 
     def send_many(self, batches: list[tuple[int, list]]) -> None:
         """``send`` for several batches at once, in one queue operation (one wake-up of the send
-        thread): the executor loop hands over what a round emitted for other workers."""
-        local = self._local
-        if any(task_id in local for task_id, _ in batches):
-            for task_id, messages in batches:
-                self.send(task_id, messages)
-            return
+        thread): the executor loop hands over what a round emitted for other workers. A batch
+        for a task of this worker is delivered too, by the send thread (``_route``)."""
         self._outbox.put(batches)
 
     # ------------------------------------------------------------ called by the worker
