@@ -49,9 +49,6 @@ DETACH_SECS = 0.05
 STUCK_SECS = 1.0
 _MAX_WAIT_SECS = 0.05
 _MAX_QUEUED_FACTOR = 4.0
-#: Busy rounds between two looks at the thread's scheduler times (a read of /proc each); a
-#: round after a wait or a slow step always looks.
-_MARK_ROUNDS = 8
 _MAX_BACKOFF_SECS = 30.0
 
 Running = tuple[Executor[Any], float]   # the executor in step() and when the step started
@@ -120,7 +117,7 @@ class ExecutorLoop:
         self._generation = 0                # the loop thread of this generation runs the round
         self._running: Running | None = None
         self._fd = -1                        # the loop thread's schedstat (sched_times)
-        self._mark: SchedTimes | None = None  # the loop thread's times when it last looked
+        self._mark: SchedTimes | None = None  # the loop thread's times at the start of its round
         self._failures: dict[int, int] = {}
         self._resume_at: dict[int, float] = {}
         self._stopped = threading.Event()
@@ -165,17 +162,13 @@ class ExecutorLoop:
         """Rounds until every executor stopped (or this thread was left with a blocked one)."""
         self._fd = fd = open_sched_times()
         self.ident = threading.get_ident()
-        mark: SchedTimes | None = None
-        rounds = 0
         try:
             while True:
                 executors = self.executors
                 if not executors:
                     return
                 wait = _MAX_WAIT_SECS
-                rounds += 1
-                if mark is None or not rounds % _MARK_ROUNDS:
-                    self._mark = mark = sched_times(fd)
+                self._mark = mark = sched_times(fd)
                 slowest: Executor[Any] | None = None
                 slowest_secs = 0.0
                 for executor in executors:
@@ -189,11 +182,9 @@ class ExecutorLoop:
                     wait = min(wait, took)
                 if slowest is not None and slowest_secs > DETACH_SECS:
                     self._check_blocked(slowest, mark)
-                    mark = None
                 self._end_round()
                 if wait > 0.0:
                     self._wait_idle(wait)
-                    mark = None     # a wait for work is not a blocked step: look afresh
         finally:
             self._end_round()
             if self.ident == threading.get_ident():
@@ -235,10 +226,9 @@ class ExecutorLoop:
         return wait
 
     def _check_blocked(self, executor: Executor[Any], mark: SchedTimes | None) -> None:
-        """A slow round: when this thread spent over ``DETACH_SECS`` of it (and of the busy
-        rounds just before it, at most ``_MARK_ROUNDS``) neither running nor waiting for a CPU
-        (so sleeping or blocked in user code), its slowest step's executor moves to a thread
-        of its own. Time the OS gave to other processes, or other threads
+        """A slow round: when this thread spent over ``DETACH_SECS`` of it neither running nor
+        waiting for a CPU (so sleeping or blocked in user code), its slowest step's executor
+        moves to a thread of its own. Time the OS gave to other processes, or other threads
         of this one, does not count (:func:`blocked_secs`)."""
         now = sched_times(self._fd)
         if mark is None or now is None:
