@@ -203,6 +203,12 @@ class BenchEngineTopology(Topology):
     sink = DiscardBolt.spec(inputs=[rows])
 
 
+#: ``topology.max.spout.pending`` of the topology runs, in batches (``--pending``).
+PENDING_BATCHES = 2
+#: This process's CPU seconds (every thread) in the last ``through_topology`` run, start to last ack.
+LAST_RUN_CPU = [0.0]
+
+
 def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path,
                      topology: type = BenchSinkTopology) -> list[float]:
     """spout -> SparkSinkBolt in the local runtime, acked end to end; seconds per batch."""
@@ -210,13 +216,13 @@ def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path,
 
     local = LocalTopology(topology, "bench-spark-sink", {
         **conf, "bench.rows": n, "spark.sink.batch.size": batch, "spark.sink.path": str(out),
-        "spark.sink.batch.secs": 5, "topology.max.spout.pending": 2 * batch})
+        "spark.sink.batch.secs": 5, "topology.max.spout.pending": PENDING_BATCHES * batch})
     spout: Any = None
     local.start(active=False)
     try:
         spout = next(t.component for ex in local.runtime.executors.values() if ex.component_id == "rows"
                      for t in ex.tasks.values())
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         local.runtime.set_active(True)
         deadline = time.monotonic() + 600
         while spout.acked + spout.failed < n:
@@ -224,6 +230,7 @@ def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path,
                 raise RuntimeError(f"topology run: only {spout.acked} of {n} rows acked after 600 s")
             time.sleep(0.01)
         elapsed = time.perf_counter() - started
+        LAST_RUN_CPU[0] = time.process_time() - cpu
     finally:
         local.stop(drain_secs=5)
     if spout.failed:
@@ -262,6 +269,7 @@ def engine_only(fn: Callable[[], list[float]], rows: int, results: dict[str, lis
 
 
 def main(argv: list[str] | None = None) -> int:
+    global PENDING_BATCHES
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=300_000, help="rows per measurement")
     parser.add_argument("--batch-sizes", default="10000,50000")
@@ -273,11 +281,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
                         help="also the topology through this Spark Connect server ('start': one started from the "
                              "pyspark wheel, its driver on --master)")
+    parser.add_argument("--pending", type=int, default=2, metavar="BATCHES",
+                        help="topology.max.spout.pending of the topology runs, in batches (default %(default)s)")
+    parser.add_argument("--topology-only", action="store_true",
+                        help="only the topology into the sink (Arrow writer) and engine-only, alternating; "
+                             "no SparkSession in this process")
     parser.add_argument("--connect-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    PENDING_BATCHES = args.pending
     if args.connect_child:
         connect_child(args)
+        return 0
+    if args.topology_only:
+        topology_only(args)
+        if args.connect:
+            connect_part(args)
         return 0
 
     conf = {"spark.master": args.master, "spark.ui.enabled": False, "spark.sql.shuffle.partitions": 2,
@@ -328,13 +347,54 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def timed_run(fn: Callable[[], list[float]], rows: int) -> tuple[float, float]:
+    """(rows per wall second, rows per CPU second of this process) of one run."""
+    times = fn()
+    cpu = LAST_RUN_CPU[0]
+    return rate(rows, times), rows / cpu if cpu > 0 else 0.0
+
+
+def topology_only(args: argparse.Namespace) -> None:
+    """The topology into the sink with the embedded default (pyarrow writer) and the same
+    topology into a discarding bolt, alternating, each round; no SparkSession is started here
+    (the Arrow writer needs none), the rows written are counted with pyarrow."""
+    import pyarrow.dataset as ds
+
+    conf = {"spark.master": args.master, "topology.message.timeout.secs": 60}
+    workdir = Path(tempfile.mkdtemp(prefix="stormpy-bench-spark-"))
+    print(f"Spark sink topology vs engine-only: {args.rows} rows per run, {args.rounds} rounds (median), "
+          f"max.spout.pending {args.pending} batches, master {args.master}")
+    print(f"{'batch':>7} {'round':>5} {'topology':>10} {'engine-only':>12} {'ratio':>6} {'cpu ratio':>9}")
+    try:
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            ratios, cpu_ratios = [], []
+            for round_no in range(args.rounds):
+                out = workdir / f"t-{batch}-{round_no}"
+                sink, sink_cpu = timed_run(lambda: through_topology(conf, args.rows, batch, out), args.rows)
+                written = ds.dataset(str(out), format="parquet").count_rows()
+                if written != args.rows:
+                    raise RuntimeError(f"topology wrote {written} rows, expected {args.rows}")
+                shutil.rmtree(out, ignore_errors=True)
+                engine, engine_cpu = timed_run(lambda: through_topology(conf, args.rows, batch, workdir / "none",
+                                                                        BenchEngineTopology), args.rows)
+                ratios.append(sink / engine)
+                cpu_ratios.append(sink_cpu / engine_cpu)
+                print(f"{batch:>7} {round_no + 1:>5} {sink:>10,.0f} {engine:>12,.0f} {sink / engine:>5.2f}x "
+                      f"{sink_cpu / engine_cpu:>8.2f}x", flush=True)
+            print(f"{batch:>7} topology / engine-only = {statistics.median(ratios):.2f}x (median of {args.rounds}; "
+                  f"rows per CPU-second {statistics.median(cpu_ratios):.2f}x)", flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def connect_part(args: argparse.Namespace) -> None:
     """The spout -> sink topology through Spark Connect beside the engine-only one, in a child
     process (a process has one SparkSession, and main's is a classic one)."""
     from stormpy.testing.spark_cluster import run_connect_child
 
     print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--rows", str(args.rows),
-                             "--batch-sizes", args.batch_sizes, "--rounds", str(args.rounds)]), flush=True)
+                             "--batch-sizes", args.batch_sizes, "--rounds", str(args.rounds),
+                             "--pending", str(args.pending)]), flush=True)
 
 
 def connect_child(args: argparse.Namespace) -> None:
