@@ -216,7 +216,7 @@ def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path,
 
     local = LocalTopology(topology, "bench-spark-sink", {
         **conf, "bench.rows": n, "spark.sink.batch.size": batch, "spark.sink.path": str(out),
-        "spark.sink.batch.secs": 5, "topology.max.spout.pending": PENDING_BATCHES * batch})
+        "spark.sink.batch.secs": 5, "topology.max.spout.pending": int(PENDING_BATCHES * batch)})
     spout: Any = None
     local.start(active=False)
     try:
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
                         help="also the topology through this Spark Connect server ('start': one started from the "
                              "pyspark wheel, its driver on --master)")
-    parser.add_argument("--pending", type=int, default=2, metavar="BATCHES",
+    parser.add_argument("--pending", type=float, default=2, metavar="BATCHES",
                         help="topology.max.spout.pending of the topology runs, in batches (default %(default)s)")
     parser.add_argument("--topology-only", action="store_true",
                         help="only the topology into the sink (Arrow writer) and engine-only, alternating; "
@@ -366,6 +366,9 @@ def topology_only(args: argparse.Namespace) -> None:
           f"max.spout.pending {args.pending} batches, master {args.master}")
     print(f"{'batch':>7} {'round':>5} {'topology':>10} {'engine-only':>12} {'ratio':>6} {'cpu ratio':>9}")
     try:
+        for topology in (BenchSinkTopology, BenchEngineTopology):   # imports, first writes: not measured
+            through_topology(conf, 20_000, 10_000, workdir / "warmup", topology)
+        shutil.rmtree(workdir / "warmup", ignore_errors=True)
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             ratios, cpu_ratios = [], []
             for round_no in range(args.rounds):
