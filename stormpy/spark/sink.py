@@ -22,6 +22,19 @@ A batch is never half-acked, and a bad batch never kills the task. At shutdown t
 batches are written and every write in flight is waited for before ``close`` returns. With
 overlap ``handle_batch`` runs on the writer thread: it must not emit.
 
+Rows as they arrive (``make_driver``): the plain sink takes whole received batches of raw
+messages and keeps them in its batches as they are, one ``list.extend`` per run of one source
+task and stream: no Tuple object, no held-tuple entry and no Python call per row; a written
+batch is acked in one call (``ack_messages``: one pass over its tree edges). A subclass that
+overrides ``process``, ``group_key`` or ``process_batch`` gets a Tuple per row as before.
+
+Throughput and ``topology.max.spout.pending``: the spout can start the next batch only while
+the current one is being written if its pending cap leaves room for more than one batch, and
+every tuple held in a batch is a tuple tree the spout and the acker track (more memory touched
+per tuple). So the cap should be a little over one batch per sink task (1.25-2x
+``spark.sink.batch.size`` x sink tasks / spout tasks); below one batch a batch only ever closes
+by ``spark.sink.batch.secs``. Measured with ``benchmarks/spark_sink.py --topology-only``.
+
 ``batch_id`` is an int that increases by one with every batch this task hands over, failed
 attempts included (an id is never reused within a task's life). The transactional layer will
 pass its txid in the same place.
