@@ -340,11 +340,14 @@ class SparkSinkBolt(BatchingBolt):
         from stormpy.task.drivers import RawBatchDriver
 
         self._routes: dict[tuple[str, int], Hashable | None] = {}
+        self._dropped_routes: set[tuple[str, int]] = set()
         return RawBatchDriver(self._take_messages, self.pending_tuples, self.flush_batches)
 
     def _take_messages(self, messages: list[Any]) -> None:
         """A received batch of ``(stream, src_task, values, anchors)`` into the batches: one
         ``extend`` per run of one source task and stream, no Python work per row."""
+        if not messages:
+            return
         first = messages[0]
         route = (first[0], first[1])
         if len(set(map(_ROUTE, messages))) == 1:
@@ -386,7 +389,7 @@ class SparkSinkBolt(BatchingBolt):
         stream, src = route
         component = getattr(self._context, "task_to_component", {}).get(src)
         key = (component, stream)
-        if component is None or (self._stream_fields and key not in self._stream_fields):
+        if component is None or stream == TICK or (self._stream_fields and key not in self._stream_fields):
             return None
         return key
 
@@ -398,8 +401,10 @@ class SparkSinkBolt(BatchingBolt):
                 tick._done = True
                 self.process_tick(tick)
             return
-        self.logger.warning("%d message(s) on stream %r from task %r, not an input of this sink, dropped",
-                            len(run), stream, src)
+        if route not in self._dropped_routes:   # once per (stream, task): a wrong wiring, not a rate
+            self._dropped_routes.add(route)
+            self.logger.warning("messages on stream %r from task %r, not an input of this sink, are dropped",
+                                stream, src)
 
     def group_key(self, tup: Tuple) -> Hashable:
         """One batch per input stream: each stream has its own fields, so its own columns."""
