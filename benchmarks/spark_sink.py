@@ -405,7 +405,11 @@ def connect_child(args: argparse.Namespace) -> None:
 
     conf = {"spark.remote": args.connect_child, "topology.message.timeout.secs": 60}
     workdir = Path(tempfile.mkdtemp(prefix="stormpy-bench-spark-connect-"))
+    # Held for the whole child, as main() holds its session: the sinks of every run share it
+    # (started once, not per run), and a warm-up run takes the first Connect job's cost.
+    acquire_session(conf)
     try:
+        through_topology(conf, 20_000, 10_000, workdir / "warmup")
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             got: dict[str, list[float]] = {"connect": [], "engine": []}
             for round_no in range(args.rounds):
@@ -420,6 +424,7 @@ def connect_child(args: argparse.Namespace) -> None:
             print(f"{batch:>7} topology-connect ({args.connect_child}) {connect:>10,.0f} rows/s / engine-only "
                   f"{engine:,.0f} = {connect / engine:.2f}x", flush=True)
     finally:
+        release_session("benchmark finished")
         shutil.rmtree(workdir, ignore_errors=True)
 
 
