@@ -2,6 +2,12 @@
 
     python benchmarks/spark_sink.py                       # batch sizes 10k and 50k, local[2]
     python benchmarks/spark_sink.py --rows 500000 --rounds 3 --batch-sizes 10000,50000
+    python benchmarks/spark_sink.py --topology-only --pending 2 --connect start   # the issue-23 figures
+
+``--topology-only`` runs just ``topology`` (the embedded default: pyarrow writer) and
+``engine-only``, alternating in each round, and prints beside the wall-clock ratio the ratio of
+rows per CPU-second of this process (both topologies run in it), the steadier figure on a
+shared machine; ``--pending`` is ``topology.max.spout.pending`` in batches.
 
 One SparkSession serves every method, so all of them run warm and in the same conditions;
 methods alternate within each round and the median round is reported, because this machine's
