@@ -111,9 +111,17 @@ class BenchTask:
         tup._done = True
         self.acked += 1
 
+    def ack_many(self, tups: list[Tuple]) -> None:
+        for tup in tups:
+            if not tup._done:
+                self.ack(tup)
+
     def fail(self, tup: Tuple) -> None:
         tup._done = True
         self.failed += 1
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """The writer thread's wake-up: nothing to do here, the loop below settles as it waits."""
 
     def report_error(self, text: str) -> None:
         self.errors.append(text)
@@ -314,10 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = make_rows(args.rows)
         tuples = make_tuples(rows)
         print(f"warming up ({args.master}) ...", flush=True)
+        warm = min(100_000, len(rows))
         for _ in range(2):
-            measure("warmup-arrow", lambda out: direct_arrow(spark, rows[:100_000], 10_000, out), 100_000,
+            measure("warmup-arrow", lambda out: direct_arrow(spark, rows[:warm], 10_000, out), warm,
                     workdir, {}, spark)
-            measure("warmup-sink", lambda out: through_sink(conf, tuples[:100_000], 10_000, out), 100_000,
+            measure("warmup-sink", lambda out: through_sink(conf, tuples[:warm], 10_000, out), warm,
                     workdir, {}, spark)
         report: list[tuple[int, dict[str, list[Any]]]] = []
         for batch in (int(b) for b in args.batch_sizes.split(",")):
