@@ -2,6 +2,12 @@
 
     python benchmarks/spark_sink.py                       # batch sizes 10k and 50k, local[2]
     python benchmarks/spark_sink.py --rows 500000 --rounds 3 --batch-sizes 10000,50000
+    python benchmarks/spark_sink.py --topology-only --pending 2 --connect start   # the issue-23 figures
+
+``--topology-only`` runs just ``topology`` (the embedded default: pyarrow writer) and
+``engine-only``, alternating in each round, and prints beside the wall-clock ratio the ratio of
+rows per CPU-second of this process (both topologies run in it), the steadier figure on a
+shared machine; ``--pending`` is ``topology.max.spout.pending`` in batches.
 
 One SparkSession serves every method, so all of them run warm and in the same conditions;
 methods alternate within each round and the median round is reported, because this machine's
@@ -105,9 +111,17 @@ class BenchTask:
         tup._done = True
         self.acked += 1
 
+    def ack_many(self, tups: list[Tuple]) -> None:
+        for tup in tups:
+            if not tup._done:
+                self.ack(tup)
+
     def fail(self, tup: Tuple) -> None:
         tup._done = True
         self.failed += 1
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        """The writer thread's wake-up: nothing to do here, the loop below settles as it waits."""
 
     def report_error(self, text: str) -> None:
         self.errors.append(text)
@@ -203,6 +217,12 @@ class BenchEngineTopology(Topology):
     sink = DiscardBolt.spec(inputs=[rows])
 
 
+#: ``topology.max.spout.pending`` of the topology runs, in batches (``--pending``).
+PENDING_BATCHES = 2
+#: This process's CPU seconds (every thread) in the last ``through_topology`` run, start to last ack.
+LAST_RUN_CPU = [0.0]
+
+
 def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path,
                      topology: type = BenchSinkTopology) -> list[float]:
     """spout -> SparkSinkBolt in the local runtime, acked end to end; seconds per batch."""
@@ -210,13 +230,13 @@ def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path,
 
     local = LocalTopology(topology, "bench-spark-sink", {
         **conf, "bench.rows": n, "spark.sink.batch.size": batch, "spark.sink.path": str(out),
-        "spark.sink.batch.secs": 5, "topology.max.spout.pending": 2 * batch})
+        "spark.sink.batch.secs": 5, "topology.max.spout.pending": int(PENDING_BATCHES * batch)})
     spout: Any = None
     local.start(active=False)
     try:
         spout = next(t.component for ex in local.runtime.executors.values() if ex.component_id == "rows"
                      for t in ex.tasks.values())
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         local.runtime.set_active(True)
         deadline = time.monotonic() + 600
         while spout.acked + spout.failed < n:
@@ -224,6 +244,7 @@ def through_topology(conf: dict[str, Any], n: int, batch: int, out: Path,
                 raise RuntimeError(f"topology run: only {spout.acked} of {n} rows acked after 600 s")
             time.sleep(0.01)
         elapsed = time.perf_counter() - started
+        LAST_RUN_CPU[0] = time.process_time() - cpu
     finally:
         local.stop(drain_secs=5)
     if spout.failed:
@@ -262,6 +283,7 @@ def engine_only(fn: Callable[[], list[float]], rows: int, results: dict[str, lis
 
 
 def main(argv: list[str] | None = None) -> int:
+    global PENDING_BATCHES
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=300_000, help="rows per measurement")
     parser.add_argument("--batch-sizes", default="10000,50000")
@@ -273,11 +295,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
                         help="also the topology through this Spark Connect server ('start': one started from the "
                              "pyspark wheel, its driver on --master)")
+    parser.add_argument("--pending", type=float, default=2, metavar="BATCHES",
+                        help="topology.max.spout.pending of the topology runs, in batches (default %(default)s)")
+    parser.add_argument("--topology-only", action="store_true",
+                        help="only the topology into the sink (Arrow writer) and engine-only, alternating; "
+                             "no SparkSession in this process")
     parser.add_argument("--connect-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    PENDING_BATCHES = args.pending
     if args.connect_child:
         connect_child(args)
+        return 0
+    if args.topology_only:
+        topology_only(args)
+        if args.connect:
+            connect_part(args)
         return 0
 
     conf = {"spark.master": args.master, "spark.ui.enabled": False, "spark.sql.shuffle.partitions": 2,
@@ -289,10 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = make_rows(args.rows)
         tuples = make_tuples(rows)
         print(f"warming up ({args.master}) ...", flush=True)
+        warm = min(100_000, len(rows))
         for _ in range(2):
-            measure("warmup-arrow", lambda out: direct_arrow(spark, rows[:100_000], 10_000, out), 100_000,
+            measure("warmup-arrow", lambda out: direct_arrow(spark, rows[:warm], 10_000, out), warm,
                     workdir, {}, spark)
-            measure("warmup-sink", lambda out: through_sink(conf, tuples[:100_000], 10_000, out), 100_000,
+            measure("warmup-sink", lambda out: through_sink(conf, tuples[:warm], 10_000, out), warm,
                     workdir, {}, spark)
         report: list[tuple[int, dict[str, list[Any]]]] = []
         for batch in (int(b) for b in args.batch_sizes.split(",")):
@@ -328,13 +362,57 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def timed_run(fn: Callable[[], list[float]], rows: int) -> tuple[float, float]:
+    """(rows per wall second, rows per CPU second of this process) of one run."""
+    times = fn()
+    cpu = LAST_RUN_CPU[0]
+    return rate(rows, times), rows / cpu if cpu > 0 else 0.0
+
+
+def topology_only(args: argparse.Namespace) -> None:
+    """The topology into the sink with the embedded default (pyarrow writer) and the same
+    topology into a discarding bolt, alternating, each round; no SparkSession is started here
+    (the Arrow writer needs none), the rows written are counted with pyarrow."""
+    import pyarrow.dataset as ds
+
+    conf = {"spark.master": args.master, "topology.message.timeout.secs": 60}
+    workdir = Path(tempfile.mkdtemp(prefix="stormpy-bench-spark-"))
+    print(f"Spark sink topology vs engine-only: {args.rows} rows per run, {args.rounds} rounds (median), "
+          f"max.spout.pending {args.pending} batches, master {args.master}")
+    print(f"{'batch':>7} {'round':>5} {'topology':>10} {'engine-only':>12} {'ratio':>6} {'cpu ratio':>9}")
+    try:
+        for topology in (BenchSinkTopology, BenchEngineTopology):   # imports, first writes: not measured
+            through_topology(conf, 20_000, 10_000, workdir / "warmup", topology)
+        shutil.rmtree(workdir / "warmup", ignore_errors=True)
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            ratios, cpu_ratios = [], []
+            for round_no in range(args.rounds):
+                out = workdir / f"t-{batch}-{round_no}"
+                sink, sink_cpu = timed_run(lambda: through_topology(conf, args.rows, batch, out), args.rows)
+                written = ds.dataset(str(out), format="parquet").count_rows()
+                if written != args.rows:
+                    raise RuntimeError(f"topology wrote {written} rows, expected {args.rows}")
+                shutil.rmtree(out, ignore_errors=True)
+                engine, engine_cpu = timed_run(lambda: through_topology(conf, args.rows, batch, workdir / "none",
+                                                                        BenchEngineTopology), args.rows)
+                ratios.append(sink / engine)
+                cpu_ratios.append(sink_cpu / engine_cpu)
+                print(f"{batch:>7} {round_no + 1:>5} {sink:>10,.0f} {engine:>12,.0f} {sink / engine:>5.2f}x "
+                      f"{sink_cpu / engine_cpu:>8.2f}x", flush=True)
+            print(f"{batch:>7} topology / engine-only = {statistics.median(ratios):.2f}x (median of {args.rounds}; "
+                  f"rows per CPU-second {statistics.median(cpu_ratios):.2f}x)", flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def connect_part(args: argparse.Namespace) -> None:
     """The spout -> sink topology through Spark Connect beside the engine-only one, in a child
     process (a process has one SparkSession, and main's is a classic one)."""
     from stormpy.testing.spark_cluster import run_connect_child
 
     print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--rows", str(args.rows),
-                             "--batch-sizes", args.batch_sizes, "--rounds", str(args.rounds)]), flush=True)
+                             "--batch-sizes", args.batch_sizes, "--rounds", str(args.rounds),
+                             "--pending", str(args.pending)]), flush=True)
 
 
 def connect_child(args: argparse.Namespace) -> None:
@@ -342,7 +420,11 @@ def connect_child(args: argparse.Namespace) -> None:
 
     conf = {"spark.remote": args.connect_child, "topology.message.timeout.secs": 60}
     workdir = Path(tempfile.mkdtemp(prefix="stormpy-bench-spark-connect-"))
+    # Held for the whole child, as main() holds its session: the sinks of every run share it
+    # (started once, not per run), and a warm-up run takes the first Connect job's cost.
+    acquire_session(conf)
     try:
+        through_topology(conf, 20_000, 10_000, workdir / "warmup")
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             got: dict[str, list[float]] = {"connect": [], "engine": []}
             for round_no in range(args.rounds):
@@ -357,6 +439,7 @@ def connect_child(args: argparse.Namespace) -> None:
             print(f"{batch:>7} topology-connect ({args.connect_child}) {connect:>10,.0f} rows/s / engine-only "
                   f"{engine:,.0f} = {connect / engine:.2f}x", flush=True)
     finally:
+        release_session("benchmark finished")
         shutil.rmtree(workdir, ignore_errors=True)
 
 

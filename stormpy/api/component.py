@@ -312,6 +312,15 @@ class Bolt(Component):
         """Raw-batch drivers only: fail a raw message's tuple trees."""
         self._task.fail_message(message)
 
+    def ack_messages(self, messages: list[Any]) -> None:
+        """Raw-batch drivers only: ack a whole batch of raw messages in one call."""
+        self._task.ack_messages(messages)
+
+    def count_executed(self, key: tuple[str, str], n: int) -> None:
+        """Raw-batch drivers that take messages as rows: count ``n`` messages of
+        ``key`` = (component, stream) as executed (the per-tuple drivers count their own)."""
+        self._task.count_executed(key, n)
+
 
 class BatchingBolt(Bolt):
     """streamparse's BatchingBolt: groups tuples and hands each group to ``process_batch``.

@@ -115,6 +115,14 @@ class BoltOutputCollector(ComponentEngine, Protocol):
         """Raw-batch drivers: fail a raw message's tuple trees at once."""
         ...
 
+    def ack_messages(self, messages: list[RawMessage]) -> None:
+        """Raw-batch drivers: ``ack_message`` for a whole batch, in one pass (the Spark sink)."""
+        ...
+
+    def count_executed(self, key: tuple[str, str], n: int) -> None:
+        """Raw-batch drivers that take messages as rows: ``n`` of (component, stream) executed."""
+        ...
+
     def send(self, dest: int, message: RawMessage) -> None:
         """Framework bolts (the acker): queue a ready-made message for task ``dest``."""
         ...

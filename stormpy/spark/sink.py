@@ -22,6 +22,19 @@ A batch is never half-acked, and a bad batch never kills the task. At shutdown t
 batches are written and every write in flight is waited for before ``close`` returns. With
 overlap ``handle_batch`` runs on the writer thread: it must not emit.
 
+Rows as they arrive (``make_driver``): the plain sink takes whole received batches of raw
+messages and keeps them in its batches as they are, one ``list.extend`` per run of one source
+task and stream: no Tuple object, no held-tuple entry and no Python call per row; a written
+batch is acked in one call (``ack_messages``: one pass over its tree edges). A subclass that
+overrides ``process``, ``group_key`` or ``process_batch`` gets a Tuple per row as before.
+
+Throughput and ``topology.max.spout.pending``: the spout can start the next batch only while
+the current one is being written if its pending cap leaves room for more than one batch, and
+every tuple held in a batch is a tuple tree the spout and the acker track (more memory touched
+per tuple). So the cap should be a little over one batch per sink task (1.25-2x
+``spark.sink.batch.size`` x sink tasks / spout tasks); below one batch a batch only ever closes
+by ``spark.sink.batch.secs``. Measured with ``benchmarks/spark_sink.py --topology-only``.
+
 ``batch_id`` is an int that increases by one with every batch this task hands over, failed
 attempts included (an id is never reused within a task's life). The transactional layer will
 pass its txid in the same place.
@@ -31,6 +44,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from operator import itemgetter
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -44,8 +58,12 @@ from stormpy.spark.settings import SinkSettings, sink_settings
 from stormpy.spark.writer import write_arrow_batch, write_batch
 from stormpy.api.component import BatchingBolt
 from stormpy.api.tuple import Tuple
+from stormpy.streams import SYSTEM_COMPONENT, TICK
 
 log = logging.getLogger(__name__)
+
+_ROUTE = itemgetter(0, 1)   # a raw message's (stream, source task)
+_UNKNOWN = object()
 
 # Attributes a subclass (or its initialize, before calling ours) may set; config keys win.
 _SETTING_ATTRS = ("batch_size", "secs_between_batches", "format", "path", "mode", "partition_by",
@@ -78,6 +96,7 @@ class SparkSinkBolt(BatchingBolt):
     options: Mapping[str, Any] | None = None
     schema: Any = None
     max_inflight_batches: int = 2
+    _raw = False   # batches hold raw messages (make_driver), not Tuples
 
     # ------------------------------------------------------------ lifecycle (executor thread)
     def initialize(self, stormconf: Mapping[str, Any], context: Any) -> None:
@@ -99,6 +118,7 @@ class SparkSinkBolt(BatchingBolt):
         self._schema: Any = None
         self._arrow: bool | None = None   # decided at the first batch (_arrow_output)
         self._arrow_checked = False
+        self._abandoned: set[int] = set()   # batch ids failed when a drain timed out
         self.last_batch_id = 0
         for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total", "inflight_batches",
                      "spark_session_start_secs"):  # every key exists up front: the writer thread only updates
@@ -187,7 +207,10 @@ class SparkSinkBolt(BatchingBolt):
         ``spark.sink.max.inflight.batches`` is 0."""
         writer = self._writer
         if writer is None:
-            super()._run_batch(key)
+            if self._raw:
+                self._run_batch_here(key)
+            else:
+                super()._run_batch(key)
             return
         if key not in self._batches:
             return
@@ -207,19 +230,20 @@ class SparkSinkBolt(BatchingBolt):
         self._hand_over(key, tups, batch_id)
         return time.monotonic() - started
 
-    def _hand_over(self, key: Hashable, tups: list[Tuple], batch_id: int) -> None:
+    def _hand_over(self, key: Hashable, tups: list[Any], batch_id: int) -> None:
         """Convert one batch and write it: with pyarrow (no Spark job) where the built-in writer
         allows it, else as a DataFrame through ``handle_batch``. A value that does not convert
         raises SinkBatchError naming the batch."""
+        rows = [m[2] for m in tups] if self._raw else [tup.values for tup in tups]
         try:
             if self._arrow_output():
-                table = self._converter(key, tups[0]).to_table([tup.values for tup in tups])
+                table = self._converter(key, rows[0]).to_table(rows)
                 if self._arrow_fits(table):
                     write_arrow_batch(table, self.sink, f"task{self._task_id}-batch{batch_id}")
                     return
             spark = self.spark()
-            converter = self._converter(key, tups[0])
-            df = converter.to_dataframe(spark, [tup.values for tup in tups], self._handover)
+            converter = self._converter(key, rows[0])
+            df = converter.to_dataframe(spark, rows, self._handover)
         except BatchConversionError as exc:
             raise SinkBatchError(f"task {self._task_id}: batch {batch_id} ({len(tups)} tuples from "
                                  f"{_stream_name(key)}) was not written, its tuples fail: {exc}") from None
@@ -262,19 +286,36 @@ class SparkSinkBolt(BatchingBolt):
     def _settle(self, done: list[InFlight]) -> None:
         for item in done:
             key, tups, batch_id = item.payload
+            if batch_id in self._abandoned:   # failed at a drain that timed out: settled already
+                self._abandoned.discard(batch_id)
+                continue
             error = item.error
             if error is None:
                 self._count_success(len(tups), item.result, batch_id)
-                self.ack_many(tups)
+                self._ack_batch(tups)
                 continue
             self._count_failure(len(tups))
             self.logger.error("batch %d failed for %s (%d tuples): %s", batch_id, _stream_name(key), len(tups), error)
-            for tup in tups:
-                if not tup._done:
-                    self.fail(tup)
+            self._fail_batch(tups)
             self.report_error("".join(traceback.format_exception(error)))
         if self._writer is not None:
             self.metrics.set("inflight_batches", len(self._writer))
+
+    def _ack_batch(self, tups: list[Any]) -> None:
+        """Ack a written batch in one call: its raw messages, or its Tuples."""
+        if self._raw:
+            self.ack_messages(tups)
+        else:
+            self.ack_many(tups)
+
+    def _fail_batch(self, tups: list[Any]) -> None:
+        if self._raw:
+            for message in tups:
+                self.fail_message(message)
+            return
+        for tup in tups:
+            if not tup._done:
+                self.fail(tup)
 
     def _drain(self) -> None:
         writer = self._writer
@@ -282,9 +323,88 @@ class SparkSinkBolt(BatchingBolt):
         if not writer.drain(self._settle, DRAIN_SECS):
             # Their tuples fail now (they replay); a write finishing later is not acked twice.
             for item in writer.pop_done() + writer.items():
-                for tup in item.payload[1]:
-                    if not tup._done:
-                        self.fail(tup)
+                key, tups, batch_id = item.payload
+                if batch_id not in self._abandoned:
+                    self._abandoned.add(batch_id)
+                    self._fail_batch(tups)
+
+    # ------------------------------------------------------------ raw messages (executor thread)
+    def make_driver(self, task: Any) -> Any:
+        """Raw batches of messages, kept as they arrive (no Tuple per row), unless a subclass
+        overrides ``process``, ``group_key`` or ``process_batch`` (then one Tuple per row)."""
+        cls = type(self)
+        self._raw = (cls.process is SparkSinkBolt.process and cls.group_key is SparkSinkBolt.group_key
+                     and cls.process_batch is SparkSinkBolt.process_batch)
+        if not self._raw:
+            return super().make_driver(task)
+        from stormpy.task.drivers import RawBatchDriver
+
+        self._routes: dict[tuple[str, int], Hashable | None] = {}
+        self._dropped_routes: set[tuple[str, int]] = set()
+        return RawBatchDriver(self._take_messages, self.pending_tuples, self.flush_batches)
+
+    def _take_messages(self, messages: list[Any]) -> None:
+        """A received batch of ``(stream, src_task, values, anchors)`` into the batches: one
+        ``extend`` per run of one source task and stream, no Python work per row."""
+        if not messages:
+            return
+        first = messages[0]
+        route = (first[0], first[1])
+        if len(set(map(_ROUTE, messages))) == 1:
+            self._take_run(route, messages)
+            return
+        start = 0
+        for index, message in enumerate(messages):
+            if (message[0], message[1]) != route:
+                self._take_run(route, messages[start:index])
+                route, start = (message[0], message[1]), index
+        self._take_run(route, messages[start:])
+
+    def _take_run(self, route: tuple[str, int], run: list[Any]) -> None:
+        key = self._routes.get(route, _UNKNOWN)
+        if key is _UNKNOWN:
+            key = self._routes[route] = self._route_key(route)
+        if key is None:
+            self._system_messages(route, run)
+            return
+        self.count_executed(key, len(run))  # type: ignore[arg-type]
+        batches = self._batches
+        batch = batches.get(key)
+        if batch is None:
+            batch = batches[key] = []
+            self._opened[key] = time.monotonic()
+        batch.extend(run)
+        size = self.batch_size
+        while len(batch) >= size:  # type: ignore[operator]
+            rest = batch[size:]
+            del batch[size:]
+            self._run_batch(key)
+            if not rest:
+                return
+            batch = batches[key] = rest
+            self._opened[key] = time.monotonic()
+
+    def _route_key(self, route: tuple[str, int]) -> Hashable | None:
+        """(component, stream) of an input stream's messages, None for messages on no input (ticks)."""
+        stream, src = route
+        component = getattr(self._context, "task_to_component", {}).get(src)
+        key = (component, stream)
+        if component is None or stream == TICK or (self._stream_fields and key not in self._stream_fields):
+            return None
+        return key
+
+    def _system_messages(self, route: tuple[str, int], run: list[Any]) -> None:
+        stream, src = route
+        if stream == TICK:
+            for message in run:
+                tick = Tuple(None, SYSTEM_COMPONENT, TICK, src, list(message[2]))
+                tick._done = True
+                self.process_tick(tick)
+            return
+        if route not in self._dropped_routes:   # once per (stream, task): a wrong wiring, not a rate
+            self._dropped_routes.add(route)
+            self.logger.warning("messages on stream %r from task %r, not an input of this sink, are dropped",
+                                stream, src)
 
     def group_key(self, tup: Tuple) -> Hashable:
         """One batch per input stream: each stream has its own fields, so its own columns."""
@@ -305,6 +425,22 @@ class SparkSinkBolt(BatchingBolt):
         batch.append(tup)
         if len(batch) >= self.batch_size:  # type: ignore[operator]
             self._run_batch(key)
+
+    def _run_batch_here(self, key: Hashable) -> None:
+        """``spark.sink.max.inflight.batches`` 0 with raw messages: write on this thread, then
+        ack the batch, or fail it and report the error (the task lives on)."""
+        tups = self._batches.pop(key, None)
+        if not tups:
+            return
+        try:
+            self.process_batch(key, tups)
+        except Exception as exc:  # noqa: BLE001 - the batch fails and replays; the sink lives on
+            self.logger.error("batch %d failed for %s (%d tuples): %s", self.last_batch_id, _stream_name(key),
+                              len(tups), exc)
+            self._fail_batch(tups)
+            self.report_error("".join(traceback.format_exception(exc)))
+            return
+        self._ack_batch(tups)
 
     def process_batch(self, key: Hashable, tups: list[Tuple]) -> None:
         """Convert the batch and write it (``_hand_over``); raising fails every tuple of it."""
@@ -360,7 +496,7 @@ class SparkSinkBolt(BatchingBolt):
             self.metrics.set("spark_session_start_secs", round(time.monotonic() - started, 3))
         return self._spark
 
-    def _converter(self, key: Hashable, first: Tuple) -> RowConverter:
+    def _converter(self, key: Hashable, first: Sequence[Any]) -> RowConverter:
         converter = self._converters.get(key)
         if converter is None:
             if self.sink.schema is not None and self._schema is None:
@@ -369,14 +505,15 @@ class SparkSinkBolt(BatchingBolt):
             self._converters[key] = converter
         return converter
 
-    def _field_names(self, key: Hashable, first: Tuple) -> tuple[str, ...]:
+    def _field_names(self, key: Hashable, first: Sequence[Any]) -> tuple[str, ...]:
+        """The declared fields of the batch's stream, else the first row's names or ``_1, _2, ...``."""
         declared = self._stream_fields.get(key)  # type: ignore[arg-type]
         if declared:
             return declared
-        named = getattr(first.values, "_fields", None)
+        named = getattr(first, "_fields", None)
         if named:
             return tuple(named)
-        return tuple(f"_{i + 1}" for i in range(len(first.values)))
+        return tuple(f"_{i + 1}" for i in range(len(first)))
 
 
 def _stream_name(key: Hashable) -> str:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from operator import itemgetter
 from queue import Empty
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
         return task   # mypy checks that a BoltTask is what the component contract says
 
 log = logging.getLogger(__name__)
+
+_ROUTE = itemgetter(0, 1)   # a message's (stream, source task)
 
 # A received batch is handed to the driver in slices; a slice that takes longer than
 # _SLOW_SLICE_SECS shrinks the slice size to what takes about half that (down to one
@@ -137,6 +141,23 @@ class BoltTask(TaskBase):
             return
         self.trees.fail_roots(settled._anchors, self.task_id)
         self.executor.stats.failed[settled._skey or (settled.component, settled.stream)] += 1
+
+    def ack_messages(self, messages: list[Message]) -> None:
+        """``ack_message`` for a whole batch of raw messages (a batching bolt that keeps raw
+        messages, the Spark sink): every edge settled in one pass, the acked counter added
+        once per (source task, stream)."""
+        anchors = [m[3] for m in messages if m[3] is not None]
+        if anchors:
+            self.trees.settle_runs(anchors, [0] * len(anchors))
+        ex = self.executor
+        acked = ex.stats.acked
+        for (stream, src), n in Counter(map(_ROUTE, messages)).items():
+            acked[ex.stats_key((stream, src, None, None))] += n
+
+    def count_executed(self, key: tuple[str, str], n: int) -> None:
+        """Count ``n`` messages of one (component, stream) as executed (raw-batch bolts that
+        take messages as rows; per-tuple drivers count their own)."""
+        self.executor.stats.executed[key] += n
 
     def send(self, dest: int, message: Message) -> None:
         """Queue a ready-made message for task ``dest`` (framework bolts: the acker's answers)."""

@@ -70,6 +70,21 @@ class FailFirstBatchSink(SparkSinkBolt):
         super().handle_batch(spark, df, batch_id)
 
 
+class EvenRowsSink(SparkSinkBolt):
+    """Overrides ``process`` (so it gets a Tuple per row): odd ids are acked and dropped."""
+
+    def process(self, tup: Any) -> None:
+        if tup.values[0] % 2:
+            self.ack(tup)
+            return
+        super().process(tup)
+
+
+class RowsToEvenSink(Topology):
+    rows = RowSpout.spec()
+    sink = EvenRowsSink.spec(inputs=[rows])
+
+
 class RowsToParquet(Topology):
     rows = RowSpout.spec()
     sink = SparkSinkBolt.spec(inputs=[rows])
@@ -131,9 +146,26 @@ def test_rows_in_parquet_equal_the_tuples_emitted(spark: Any, spark_conf: Conf, 
     assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(n)]
     assert spout.failed == []
     assert stats["metrics"]["rows"] == n and stats["metrics"]["last_batch_id"] >= 3  # in the executor's stats
+    # The sink takes raw messages (no Tuple per row): each row still counts as executed and acked.
+    assert type(sink)._raw is False and sink._raw, "the plain sink takes the raw-message path"
+    assert stats["executed"] == {"rows:default": n} and stats["acked"] == {"rows:default": n}
     assert sink.metrics["rows"] == n and sink.metrics["failed_batches"] == 0
     assert sink.metrics["batches"] >= 3 and sink.metrics["last_batch_id"] == sink.metrics["batches"]
     assert sink.metrics["spark_secs_per_batch"] > 0
+
+
+def test_a_sink_that_overrides_process_gets_tuples_and_writes_what_it_keeps(spark: Any, spark_conf: Conf,
+        tmp_path: Path, running: Any) -> None:
+    n = 300
+    local = running(RowsToEvenSink, "sink-even", run_conf(tmp_path, spark_conf, **{
+        "test.rows": n, "spark.sink.batch.size": 50, "spark.sink.batch.secs": 1}))
+    spout = components(local, "rows")[0]
+    wait_until(lambda: len(spout.acked) == n, WAIT_SECS, f"all {n} rows acked (odd ones dropped by process)")
+    sink = components(local, "sink")[0]
+    local.stop()
+    assert not sink._raw
+    assert read_rows(spark, tmp_path / "out") == [(i, f"w{i % 7}", i * 10) for i in range(0, n, 2)]
+    assert spout.failed == [] and sink.metrics["rows"] == n // 2
 
 
 def test_failed_handle_batch_fails_its_tuples_which_replay_and_are_written(spark: Any, spark_conf: Conf, tmp_path: Path,

@@ -169,6 +169,38 @@ def test_a_crash_fails_what_the_driver_says_it_holds(local_topology: Any, waiter
     waiter(lambda: set(STATE["failed"]) == {0, 1}, 20, "the held messages failed by the crash (not by timeout)")
 
 
+class BatchAcker(Bolt):
+    """Keeps raw messages (counting them as executed) and acks them all with one
+    ``ack_messages`` call once STATE['count'] arrived: the Spark sink's way."""
+
+    outputs: list[str] = []
+
+    def make_driver(self, task: Any) -> Driver:
+        self.kept: list[Any] = []
+        return RawBatchDriver(self.on_batch, pending=lambda: list(self.kept))
+
+    def on_batch(self, messages: list[Any]) -> None:
+        self.count_executed(("spout", "default"), len(messages))
+        self.kept.extend(messages)
+        if len(self.kept) >= STATE["count"]:
+            self.ack_messages(self.kept)
+            self.kept = []
+
+
+class BatchAckTopology(Topology):
+    spout = CountSpout.spec()
+    acker_bolt = BatchAcker.spec(inputs={spout: Grouping.GLOBAL})
+
+
+def test_ack_messages_settles_a_whole_batch_and_counts_it_once(local_topology: Any, waiter: Any) -> None:
+    reset(count=200)   # under the default pending cap of the local runtime
+    local = local_topology(BatchAckTopology, **{"topology.acker.executors": 2})
+    waiter(lambda: sorted(STATE["acked"]) == list(range(200)), 20, "the spout's acks of the whole batch")
+    stats = next(s for s in local.runtime.stats().values() if s["component"] == "acker_bolt")
+    assert stats["acked"] == {"spout:default": 200} and stats["executed"] == {"spout:default": 200}
+    assert STATE["failed"] == []
+
+
 # ---------------------------------------------------------------- serialized instances
 
 class Scale(Bolt):
