@@ -18,7 +18,10 @@ size, the same pre-built rows go to Parquet as:
   (a BatchSpout emitting ``batch`` rows per txid -> ``shuffle`` -> ``partition_persist``) into SparkState, and
   the same topology into a state that drops the rows: committed rows/s, engine included; SparkState
   both with the Arrow writer (``spark.state.writer: arrow``, the default here) and with a Spark
-  job per batch (``spark`` ); ``--connect`` adds it through Spark Connect (in a child process);
+  job per batch (``spark`` ); ``--connect`` adds it through Spark Connect (in a child process,
+  with the settings recommended for Connect: ``CONNECT_PENDING`` / ``CONNECT_CONF`` below, for
+  both topologies), with rows per CPU-second (this process + the Connect server's JVM) beside
+  rows/s, and how many batches each Spark job wrote;
   ``--sync-too`` adds the SparkState topology with ``max_inflight=0`` (every write at the commit).
 
 Then a Trident word count (benchmarks/trident_wordcount.py's topology) into
@@ -183,6 +186,12 @@ def through_topology(conf: dict[str, Any], factory: Any, updater: Any, batch: in
     return (b1 - b0) * batch / (t1 - t0)
 
 
+#: SparkState through Spark Connect as docs/concepts/trident-state.md recommends it: enough
+#: batches in flight that several are ready while a Spark job runs, one job at a time (two jobs
+#: side by side cost the Connect server more CPU per row), up to 8 batches per job.
+CONNECT_PENDING = 16
+CONNECT_CONF = {"spark.sink.max.inflight.batches": 1, "spark.state.max.batches.per.write": 8}
+
 WRITERS = ("arrow", "spark")
 PATHS = ("direct", "state arrow", "state spark", "topology arrow", "topology spark", "sync", "discard")
 
@@ -265,7 +274,7 @@ class WriteStats(logging.Handler):
 
 def connect_child(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="stormpy-bench-tspark-connect-"))
-    conf: dict[str, Any] = {"spark.remote": args.connect_child}
+    conf: dict[str, Any] = {"spark.remote": args.connect_child, **CONNECT_CONF}
     for item in args.connect_conf:
         key, _, value = item.partition("=")
         conf[key] = int(value) if value.isdigit() else value
@@ -335,10 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
                         help="also the topology into SparkState through this Spark Connect server ('start': one "
                              "started from the pyspark wheel, its driver on --master)")
-    parser.add_argument("--connect-pending", type=int, default=2,
-                        help="topology.max.spout.pending of both topologies in the Spark Connect part")
+    parser.add_argument("--connect-pending", type=int, default=CONNECT_PENDING,
+                        help="topology.max.spout.pending of both topologies in the Spark Connect part (default: "
+                             "the recommendation for SparkState through Spark Connect)")
     parser.add_argument("--connect-conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a config key of the SparkState topology in the Spark Connect part (repeatable)")
+                        help="a config key of the SparkState topology in the Spark Connect part (repeatable; "
+                             "over the recommended " + ", ".join(f"{k}={v}" for k, v in CONNECT_CONF.items()) + ")")
     parser.add_argument("--connect-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
