@@ -287,7 +287,11 @@ def connect_child(args: argparse.Namespace) -> None:
     state_log.addHandler(stats)
     if state_log.getEffectiveLevel() > logging.INFO:
         state_log.setLevel(logging.INFO)
+    # held for the whole child, as a worker holds its session: every topology shares it, and a
+    # few writes first warm the server's JIT so that the first measured size is not the cold one
+    spark = spark_session.acquire_session(conf)
     try:
+        direct(spark, chunks(make_rows(40_000), 10_000), work / "warm")
         for size in [int(s) for s in args.batch_sizes.split(",")]:
             got: dict[str, list[float]] = {"connect": [], "discard": [], "connect_cpu": [], "discard_cpu": [],
                                        "connect_jvm_share": []}
@@ -309,6 +313,7 @@ def connect_child(args: argparse.Namespace) -> None:
                   f"{med['discard']:>9,.0f} rows/s | SparkState (Spark Connect {args.connect_child}) "
                   f"{med['connect']:>9,.0f} = {med['connect'] / med['discard']:.2f}x  [{stats.take()}]", flush=True)
     finally:
+        spark_session.release_session("benchmark done")
         shutil.rmtree(work, ignore_errors=True)
 
 
