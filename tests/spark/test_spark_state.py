@@ -124,6 +124,7 @@ def test_commit_groups_write_ready_batches_in_one_job_and_publish_each_txid_alon
             updater.update_state(state, batches[txid], None)
             state.commit(txid)
         assert state.stats["writes"] < 5 and state.stats["largest_group"] >= 2, state.stats
+        assert state.stats["max_inflight_seen"] == 1 and state.stats["grouped"] >= 5, state.stats
         assert read(spark, factory) == sorted((w, t) for t in range(1, 6) for w in ("x", "y"))
         published = [p for p in (tmp_path / "out").rglob("*") if "_stormpy_staging" not in p.parts]
         assert not [p for p in published if "stormpy_txid" in p.name], "the txid column never reaches the output"
