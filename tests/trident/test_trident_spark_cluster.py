@@ -295,9 +295,12 @@ def test_spark_rows_once_on_a_standalone_spark_cluster_after_worker_sigkills(scl
 def test_spark_rows_once_through_spark_connect_after_worker_sigkills(scluster, runs, spark, spark_connect,
                                                                     redis_server, redis_prefix, tmp_path):
     """``spark.remote: sc://...``: the workers hold thin Connect clients; Spark writes the staging
-    files, the worker publishes them with renames on the shared path."""
+    files, the worker publishes them with renames on the shared path. With the settings the docs
+    recommend for Connect, so the kill also lands among commit groups (several txids per job)."""
     run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=120, per_batch=10,
-              extra={"spark.remote": spark_connect.remote, "spark.state.test.die.after.write": DIE_TXID})
+              extra={"spark.remote": spark_connect.remote, "spark.state.test.die.after.write": DIE_TXID,
+                     "topology.max.spout.pending": 16, "spark.sink.max.inflight.batches": 1,
+                     "spark.state.max.batches.per.write": 8})
     runs.append(run)
     _kill_every_worker_mid_commit(run, scluster)
     run.assert_exact(spark, timeout=240)
