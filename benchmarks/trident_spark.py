@@ -307,8 +307,9 @@ def connect_child(args: argparse.Namespace) -> None:
             med = {k: statistics.median(v) for k, v in got.items()}
             if LAST_CPU.get("jvm_pid"):
                 print(f"batch {size:>6,} rows: per CPU-second (this process + the Connect server's JVM): discarding "
-                      f"{med['discard_cpu']:>9,.0f} rows | SparkState (Spark Connect) {med['connect_cpu']:>9,.0f} rows = "
-                      f"{med['connect_cpu'] / med['discard_cpu']:.2f}x ({med['connect_jvm_share']:.0%} of it in the JVM)", flush=True)
+                      f"{med['discard_cpu']:>9,.0f} rows | SparkState (Spark Connect) {med['connect_cpu']:>9,.0f} "
+                      f"rows = {med['connect_cpu'] / med['discard_cpu']:.2f}x ({med['connect_jvm_share']:.0%} of it "
+                      "in the JVM)", flush=True)
             print(f"batch {size:>6,} rows, topology.max.spout.pending {pending}: topology into a discarding state "
                   f"{med['discard']:>9,.0f} rows/s | SparkState (Spark Connect {args.connect_child}) "
                   f"{med['connect']:>9,.0f} = {med['connect'] / med['discard']:.2f}x  [{stats.take()}]", flush=True)
