@@ -426,7 +426,7 @@ class SparkBatchState(State):
         schema = converter.schema
         if schema is not None:
             from pyspark.sql.types import LongType, StructField, StructType
-            schema = StructType([*schema.fields, StructField(TXID_COLUMN, LongType(), False)])
+            schema = StructType([*schema.fields, StructField(TXID_COLUMN, LongType(), True)])
         try:
             if self._handover is not None:
                 return self._handover.dataframe(table, schema)

@@ -138,6 +138,21 @@ def test_commit_groups_write_ready_batches_in_one_job_and_publish_each_txid_alon
         state.close()
 
 
+def test_a_commit_group_with_an_explicit_schema(spark, spark_conf, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"), schema="word STRING, n BIGINT", max_inflight=1)
+    state = factory.make_state({**spark_conf, "topology.name": "t", "spark.state.writer": "spark"}, None, 0, 1)
+    try:
+        batches = {txid: tuples([(w, txid) for w in ("x", "y")]) for txid in range(1, 6)}
+        for txid in range(1, 6):
+            SparkState.updater().batch_complete(state, txid, batches[txid])
+        for txid in range(1, 6):
+            commit(state, txid, batches[txid], stage=False)
+        assert state.stats["largest_group"] >= 2, state.stats
+        assert read(spark, factory) == sorted((w, t) for t in range(1, 6) for w in ("x", "y"))
+    finally:
+        state.close()
+
+
 def test_a_failed_group_write_fails_each_of_its_commits_and_their_replays_land(spark, make, spark_conf, tmp_path):
     factory = SparkState(path=str(tmp_path / "out"), schema="word STRING, n BIGINT", max_inflight=1)
     state = factory.make_state({**spark_conf, "topology.name": "t", "spark.state.writer": "spark"}, None, 0, 1)
