@@ -18,7 +18,10 @@ size, the same pre-built rows go to Parquet as:
   (a BatchSpout emitting ``batch`` rows per txid -> ``shuffle`` -> ``partition_persist``) into SparkState, and
   the same topology into a state that drops the rows: committed rows/s, engine included; SparkState
   both with the Arrow writer (``spark.state.writer: arrow``, the default here) and with a Spark
-  job per batch (``spark`` ); ``--connect`` adds it through Spark Connect (in a child process);
+  job per batch (``spark`` ); ``--connect`` adds it through Spark Connect (in a child process,
+  with the settings recommended for Connect: ``CONNECT_PENDING`` / ``CONNECT_CONF`` below, for
+  both topologies), with rows per CPU-second (this process + the Connect server's JVM) beside
+  rows/s, and how many batches each Spark job wrote;
   ``--sync-too`` adds the SparkState topology with ``max_inflight=0`` (every write at the commit).
 
 Then a Trident word count (benchmarks/trident_wordcount.py's topology) into
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import statistics
 import sys
@@ -134,8 +138,37 @@ def committed(local: LocalTopology) -> int:
     raise RuntimeError("no $mastercoord executor")
 
 
-def through_topology(conf: dict[str, Any], factory: Any, updater: Any, batch: int, secs: float, label: str) -> float:
-    overrides = {**conf, "topology.max.spout.pending": 2, "topology.trident.batch.emit.interval.millis": 0,
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of process ``pid`` (this one when None) so far."""
+    if pid is None:
+        return time.process_time()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def connect_jvm(remote: str) -> int | None:
+    """The pid of a Spark Connect server on this machine listening on ``remote``'s port (for its CPU)."""
+    needle = f"spark.connect.grpc.binding.port={remote.rsplit(':', 1)[-1].split('/')[0]}".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes() and b"java" in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
+
+
+#: CPU seconds of the last through_topology's measured interval: this process and the Connect JVM
+LAST_CPU: dict[str, float] = {}
+
+
+def through_topology(conf: dict[str, Any], factory: Any, updater: Any, batch: int, secs: float, label: str,
+                     pending: int = 2) -> float:
+    overrides = {"topology.max.spout.pending": pending, **conf, "topology.trident.batch.emit.interval.millis": 0,
                  "topology.message.timeout.secs": 120}
     local = LocalTopology(topology_for(factory, updater, batch), f"bench-tspark-{label}", user_overrides=overrides)
     local.start()
@@ -143,13 +176,21 @@ def through_topology(conf: dict[str, Any], factory: Any, updater: Any, batch: in
         deadline = time.monotonic() + 120
         while committed(local) < 2 and time.monotonic() < deadline:   # warm: the session is up
             time.sleep(0.2)
-        b0, t0 = committed(local), time.perf_counter()
+        jvm = LAST_CPU.get("jvm_pid")
+        b0, t0, c0, j0 = committed(local), time.perf_counter(), process_cpu(None), process_cpu(jvm)
         time.sleep(secs)
-        b1, t1 = committed(local), time.perf_counter()
+        b1, t1, c1, j1 = committed(local), time.perf_counter(), process_cpu(None), process_cpu(jvm)
+        LAST_CPU.update(rows=(b1 - b0) * batch, python=c1 - c0, jvm=j1 - j0 if jvm else 0.0)
     finally:
         local.stop(drain_secs=30)
     return (b1 - b0) * batch / (t1 - t0)
 
+
+#: SparkState through Spark Connect as docs/concepts/trident-state.md recommends it: enough
+#: batches in flight that several are ready while a Spark job runs, one job at a time (two jobs
+#: side by side cost the Connect server more CPU per row), up to 8 batches per job.
+CONNECT_PENDING = 16
+CONNECT_CONF = {"spark.sink.max.inflight.batches": 1, "spark.state.max.batches.per.write": 8}
 
 WRITERS = ("arrow", "spark")
 PATHS = ("direct", "state arrow", "state spark", "topology arrow", "topology spark", "sync", "discard")
@@ -208,25 +249,72 @@ def connect_part(args: argparse.Namespace) -> None:
     from stormpy.testing.spark_cluster import run_connect_child
 
     print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--batch-sizes", args.batch_sizes,
-                             "--rounds", str(args.rounds), "--topology-secs", str(args.topology_secs)]), flush=True)
+                             "--rounds", str(args.rounds), "--topology-secs", str(args.topology_secs),
+                             "--connect-pending", str(args.connect_pending),
+                             *[f"--connect-conf={c}" for c in args.connect_conf]]), flush=True)
+
+
+class WriteStats(logging.Handler):
+    """Collects SparkState's closing summary lines (how many batches each write took, how many
+    writes ran at once): whether commit groups and overlap engaged in a run."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "writes at once" in message:
+            self.lines.append(message.split(": ", 1)[-1])
+
+    def take(self) -> str:
+        lines, self.lines = self.lines, []
+        return "; ".join(lines)
 
 
 def connect_child(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="stormpy-bench-tspark-connect-"))
-    conf = {"spark.remote": args.connect_child}
+    conf: dict[str, Any] = {"spark.remote": args.connect_child, **CONNECT_CONF}
+    for item in args.connect_conf:
+        key, _, value = item.partition("=")
+        conf[key] = int(value) if value.isdigit() else value
+    pending = args.connect_pending
+    jvm = connect_jvm(args.connect_child)
+    if jvm is not None:
+        LAST_CPU["jvm_pid"] = jvm
+    stats = WriteStats()
+    state_log = logging.getLogger("stormpy.spark.trident_state")
+    state_log.addHandler(stats)
+    if state_log.getEffectiveLevel() > logging.INFO:
+        state_log.setLevel(logging.INFO)
+    # held for the whole child, as a worker holds its session: every topology shares it, and a
+    # few writes first warm the server's JIT so that the first measured size is not the cold one
+    spark = spark_session.acquire_session(conf)
     try:
+        direct(spark, chunks(make_rows(40_000), 10_000), work / "warm")
         for size in [int(s) for s in args.batch_sizes.split(",")]:
-            got: dict[str, list[float]] = {"connect": [], "discard": []}
+            got: dict[str, list[float]] = {"connect": [], "discard": [], "connect_cpu": [], "discard_cpu": [],
+                                       "connect_jvm_share": []}
             for r in range(args.rounds):
                 got["connect"].append(through_topology(conf, SparkState(path=str(work / f"c-{size}-{r}")),
-                                                       SparkState.updater(), size, args.topology_secs, f"c-{size}-{r}"))
+                                                       SparkState.updater(), size, args.topology_secs, f"c-{size}-{r}",
+                                                       pending))
+                got["connect_cpu"].append(LAST_CPU["rows"] / max(0.01, LAST_CPU["python"] + LAST_CPU["jvm"]))
+                got["connect_jvm_share"].append(LAST_CPU["jvm"] / max(0.01, LAST_CPU["python"] + LAST_CPU["jvm"]))
                 got["discard"].append(through_topology({}, DropFactory(), DropUpdater(), size, args.topology_secs,
-                                                       f"drop-{size}-{r}"))
+                                                       f"drop-{size}-{r}", pending))
+                got["discard_cpu"].append(LAST_CPU["rows"] / max(0.01, LAST_CPU["python"] + LAST_CPU["jvm"]))
             med = {k: statistics.median(v) for k, v in got.items()}
-            print(f"batch {size:>6,} rows: topology into a discarding state {med['discard']:>9,.0f} rows/s | SparkState "
-                  f"(Spark Connect {args.connect_child}) {med['connect']:>9,.0f} = {med['connect'] / med['discard']:.2f}x",
-                  flush=True)
+            if LAST_CPU.get("jvm_pid"):
+                print(f"batch {size:>6,} rows: per CPU-second (this process + the Connect server's JVM): discarding "
+                      f"{med['discard_cpu']:>9,.0f} rows | SparkState (Spark Connect) {med['connect_cpu']:>9,.0f} "
+                      f"rows = {med['connect_cpu'] / med['discard_cpu']:.2f}x ({med['connect_jvm_share']:.0%} of it "
+                      "in the JVM)", flush=True)
+            print(f"batch {size:>6,} rows, topology.max.spout.pending {pending}: topology into a discarding state "
+                  f"{med['discard']:>9,.0f} rows/s | SparkState (Spark Connect {args.connect_child}) "
+                  f"{med['connect']:>9,.0f} = {med['connect'] / med['discard']:.2f}x  [{stats.take()}]", flush=True)
     finally:
+        spark_session.release_session("benchmark done")
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -262,6 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
                         help="also the topology into SparkState through this Spark Connect server ('start': one "
                              "started from the pyspark wheel, its driver on --master)")
+    parser.add_argument("--connect-pending", type=int, default=CONNECT_PENDING,
+                        help="topology.max.spout.pending of both topologies in the Spark Connect part (default: "
+                             "the recommendation for SparkState through Spark Connect)")
+    parser.add_argument("--connect-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config key of the SparkState topology in the Spark Connect part (repeatable; "
+                             "over the recommended " + ", ".join(f"{k}={v}" for k, v in CONNECT_CONF.items()) + ")")
     parser.add_argument("--connect-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

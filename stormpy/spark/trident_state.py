@@ -183,8 +183,11 @@ class SparkBatchState(State):
         self._arrow: bool | None = None  # pyarrow writes the files (no Spark job); decided at the first batch
         self._arrow_checked = False
         self._convert_lock = threading.Lock()   # one conversion at a time; writes run side by side
+        self._running = 0                     # pool tasks writing now (under ``_group_lock``)
+        # writes = Spark jobs (or Arrow group writes); grouped = batches written by them;
+        # max_inflight_seen = most writes that ran at once
         self.stats = {"batches": 0, "rows": 0, "replaced_batches": 0, "spark_secs_last": 0.0,
-                      "writes": 0, "largest_group": 0}
+                      "writes": 0, "grouped": 0, "largest_group": 0, "max_inflight_seen": 0}
 
     # ----------------------------------------------------------------- the State contract
     def begin_commit(self, txid: int) -> None:
@@ -196,6 +199,12 @@ class SparkBatchState(State):
     def close(self) -> None:
         """Wait briefly for running writes (their staging dirs are hidden either way), release Spark."""
         pool, self._pool = self._pool, None
+        stats = self.stats
+        if stats["writes"]:
+            log.info("SparkState %s p%d: %d batches committed; %d written in %d writes (%.1f a write, largest %d), "
+                     "at most %d writes at once", self.namespace, self.partition, stats["batches"], stats["grouped"],
+                     stats["writes"], stats["grouped"] / stats["writes"], stats["largest_group"],
+                     stats["max_inflight_seen"])
         for staged in list(self._staged.values()):
             try:
                 staged.future.exception(timeout=30)
@@ -334,8 +343,13 @@ class SparkBatchState(State):
             members = list(group.members)
             if self._open is group:
                 self._open = None
-        self.stats["writes"] += 1
-        self.stats["largest_group"] = max(self.stats["largest_group"], len(members))
+            self._running += 1
+            stats = self.stats
+            stats["writes"] += 1
+            stats["grouped"] += len(members)
+            stats["largest_group"] = max(stats["largest_group"], len(members))
+            stats["max_inflight_seen"] = max(stats["max_inflight_seen"], self._running)
+        began = time.monotonic()
         try:
             if len(members) == 1:
                 results = {members[0].txid: self._spark_write(members[0].rows, members[0].txid)}
@@ -345,12 +359,22 @@ class SparkBatchState(State):
             for member in members:
                 member.future.set_exception(exc)
             return
+        finally:
+            with self._group_lock:
+                self._running -= 1
+        log.debug("SparkState %s p%d: txids %s written in %.3f s", self.namespace, self.partition,
+                  [m.txid for m in members], time.monotonic() - began)
         for member in members:
             member.future.set_result(results[member.txid])
 
     def _write_together(self, group: _Group, members: list[_Staged]) -> dict[int, str | None]:
         """Several batches: Spark writes them in one job, split by a txid column into one staging
-        directory per txid; pyarrow (no per-job cost) writes them one after the other."""
+        directory per txid; pyarrow (no per-job cost) writes them one after the other.
+
+        The group is handed to Spark as ONE Arrow table (the batches' tables with the txid column
+        appended, concatenated): one ``createDataFrame`` and one write, so through Spark Connect
+        the group costs one plan and one job instead of a union of one relation per batch.
+        """
         with self._convert_lock:
             if self._arrow is None:
                 self._arrow = self._choose_arrow()
@@ -369,13 +393,9 @@ class SparkBatchState(State):
             if TXID_COLUMN in self._converter.names:
                 raise ValueError(f"SparkState: a field may not be named {TXID_COLUMN!r} (it splits commit groups); "
                                  f"rename it or set {MAX_PER_WRITE_KEY}: 1")
-            frames = [self._converter.to_dataframe(spark, [t.values for t in m.rows], self._handover) for m in full]
-            self._ensure_files(frames[0])
+            df = self._group_dataframe(spark, full)
+            self._ensure_files(df)
             group.root = self._batches.new_staging(full[0].txid)
-        df = None
-        for member, frame in zip(full, frames):
-            frame = frame.selectExpr("*", f"CAST({int(member.txid)} AS BIGINT) AS {TXID_COLUMN}")
-            df = frame if df is None else df.unionByName(frame)
         if not self.factory.partition_by:
             df = df.coalesce(1)   # one file per batch, as for a single batch
         writer = df.write.format(self.factory.format).mode("error").partitionBy(TXID_COLUMN,
@@ -389,6 +409,32 @@ class SparkBatchState(State):
             raise
         self.stats["spark_secs_last"] = time.monotonic() - started
         return {m.txid: f"{group.root}/{TXID_COLUMN}={m.txid}" if m.rows else None for m in members}
+
+    def _group_dataframe(self, spark: Any, members: list[_Staged]) -> Any:
+        """One DataFrame of every member's rows plus a ``TXID_COLUMN``, from one Arrow table."""
+        import pyarrow as pa
+
+        converter = self._converter
+        tables = []
+        for member in members:
+            table = converter.to_table([t.values for t in member.rows])
+            tables.append(table.append_column(TXID_COLUMN, pa.array([member.txid] * table.num_rows, pa.int64())))
+        # the column types are fixed by the first batch that has a value; an earlier all-null
+        # string column of a later-typed one is cast to the final types before concatenating
+        target = tables[-1].schema
+        table = pa.concat_tables([t if t.schema == target else t.cast(target) for t in tables])
+        schema = converter.schema
+        if schema is not None:
+            from pyspark.sql.types import LongType, StructField, StructType
+            schema = StructType([*schema.fields, StructField(TXID_COLUMN, LongType(), True)])
+        try:
+            if self._handover is not None:
+                return self._handover.dataframe(table, schema)
+            return spark.createDataFrame(table, schema=schema)
+        except (TypeError, ValueError) as exc:
+            from stormpy.spark.convert import BatchConversionError
+            raise BatchConversionError(f"Spark cannot take this batch's columns "
+                                       f"({', '.join(f'{f.name} {f.type}' for f in table.schema)}): {exc}") from None
 
     def _spark_write(self, rows: list, txid: int) -> str | None:
         """Convert and write one batch into a fresh staging directory; returns it (None: no rows).

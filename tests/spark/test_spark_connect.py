@@ -77,6 +77,35 @@ def test_spark_state_through_connect_replaces_a_replayed_txid(connect: SparkConn
     assert last == "[('a', 1), ('b', 2), ('c', 30), ('d', 4)]"
 
 
+def test_spark_state_commit_group_through_connect_is_one_job_and_each_txid_stays_replaceable(
+        connect: SparkConnectServer, tmp_path: Path) -> None:
+    last = run_client("""
+        from stormpy.trident import SparkState
+        from stormpy.trident.operations import TridentTuple
+        factory = SparkState(path=OUT)
+        state = factory.make_state({"spark.remote": REMOTE, "topology.name": "t", "spark.sink.max.inflight.batches": 1,
+                                    "spark.state.max.batches.per.write": 8}, None, 0, 1)
+        index = {"word": 0, "n": 1}
+        updater = SparkState.updater()
+        batches = {t: [TridentTuple([w, t], index) for w in ("x", "y")] for t in range(1, 7)}
+        for txid in range(1, 7):   # ready while the first job runs: 2..6 go to Spark as one table, one job
+            updater.batch_complete(state, txid, batches[txid])
+        for txid in range(1, 6):
+            state.begin_commit(txid)
+            updater.update_state(state, batches[txid], None)
+            state.commit(txid)
+        replay = [TridentTuple(["z", 6], index)]   # txid 6 replayed with other rows: only its files change
+        state.begin_commit(6)
+        updater.update_state(state, replay, None)
+        state.commit(6)
+        assert state.stats["largest_group"] >= 2 and state.stats["writes"] < 6, state.stats
+        spark = state._spark
+        print(sorted((r["word"], r["n"]) for r in spark.read.parquet(OUT).collect()))
+        state.close()
+        """, connect.remote, tmp_path / "out")
+    assert last == str(sorted([(w, t) for t in range(1, 6) for w in ("x", "y")] + [("z", 6)]))
+
+
 TOPOLOGY_ON_S3 = """
 from stormpy.trident import BatchSpout, SparkState, TridentTopology
 

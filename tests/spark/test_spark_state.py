@@ -124,6 +124,7 @@ def test_commit_groups_write_ready_batches_in_one_job_and_publish_each_txid_alon
             updater.update_state(state, batches[txid], None)
             state.commit(txid)
         assert state.stats["writes"] < 5 and state.stats["largest_group"] >= 2, state.stats
+        assert state.stats["max_inflight_seen"] == 1 and state.stats["grouped"] >= 5, state.stats
         assert read(spark, factory) == sorted((w, t) for t in range(1, 6) for w in ("x", "y"))
         published = [p for p in (tmp_path / "out").rglob("*") if "_stormpy_staging" not in p.parts]
         assert not [p for p in published if "stormpy_txid" in p.name], "the txid column never reaches the output"
@@ -133,6 +134,21 @@ def test_commit_groups_write_ready_batches_in_one_job_and_publish_each_txid_alon
         assert read(spark, factory) == sorted([(w, t) for t in (1, 2, 3, 4, 5, 7) for w in ("x", "y")] + [("z", 6)])
         state.close()
         assert not list((tmp_path / "out" / "_stormpy_staging").iterdir()), "group staging dirs removed"
+    finally:
+        state.close()
+
+
+def test_a_commit_group_with_an_explicit_schema(spark, spark_conf, tmp_path):
+    factory = SparkState(path=str(tmp_path / "out"), schema="word STRING, n BIGINT", max_inflight=1)
+    state = factory.make_state({**spark_conf, "topology.name": "t", "spark.state.writer": "spark"}, None, 0, 1)
+    try:
+        batches = {txid: tuples([(w, txid) for w in ("x", "y")]) for txid in range(1, 6)}
+        for txid in range(1, 6):
+            SparkState.updater().batch_complete(state, txid, batches[txid])
+        for txid in range(1, 6):
+            commit(state, txid, batches[txid], stage=False)
+        assert state.stats["largest_group"] >= 2, state.stats
+        assert read(spark, factory) == sorted((w, t) for t in range(1, 6) for w in ("x", "y"))
     finally:
         state.close()
 

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -190,35 +191,87 @@ def test_exact_redis_counts_after_a_redis_restart_mid_run(scluster, runs, spark,
 
 # ---------------------------------------------------------------- on a real Spark cluster (issue 23)
 
+class _StartedEarly:
+    """A Spark deployment started on a thread when the module begins, so that its JVMs start while
+    the stormpy cluster and the earlier tests run; the fixture that needs it joins the thread."""
+
+    def __init__(self, daemons: Any) -> None:
+        self.daemons = daemons
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._start, name=f"start-{type(daemons).__name__}", daemon=True)
+        self.thread.start()
+
+    def _start(self) -> None:
+        try:
+            self.daemons.start()
+        except BaseException as exc:  # noqa: BLE001 - raised in the test that needs it
+            self.error = exc
+
+    def ready(self, timeout: float = 240) -> Any:
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise TimeoutError(f"{type(self.daemons).__name__} not started after {timeout:g} s")
+        if self.error is not None:
+            raise self.error
+        return self.daemons
+
+    def stop(self, reason: str) -> None:
+        self.thread.join(240)   # a start still under way would add processes after the stop
+        self.daemons.stop(reason)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _spark_daemons(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """The Spark standalone master + 2 workers and the Spark Connect server of this module, each
+    started once, concurrently, as the module begins (only if a selected test needs it), and
+    stopped after its last test, also on failure."""
+    from stormpy.testing.spark_cluster import SparkConnectServer, SparkStandalone
+
+    needed = {name for item in request.session.items if item.module is request.module
+              for name in ("spark_standalone", "spark_connect") if name in item.fixturenames}
+    started: dict[str, _StartedEarly] = {}
+    try:
+        if "spark_standalone" in needed:
+            started["spark_standalone"] = _StartedEarly(SparkStandalone(
+                tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=2, memory="2g"))
+        if "spark_connect" in needed:
+            started["spark_connect"] = _StartedEarly(SparkConnectServer(tmp_path_factory.mktemp("spark-connect"),
+                                                                        master="local[1]"))
+        yield started
+    finally:
+        for early in started.values():
+            early.stop("Spark cluster tests finished")
+
+
 @pytest.fixture(scope="module")
-def spark_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def spark_standalone(_spark_daemons: dict) -> Any:
     """A Spark standalone master and 2 workers from the pyspark wheel, for this module."""
-    from stormpy.testing.spark_cluster import SparkStandalone
-    cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=2, memory="2g")
-    try:
-        yield cluster.start()
-    finally:
-        cluster.stop("Spark cluster tests finished")
+    return _spark_daemons["spark_standalone"].ready()
 
 
 @pytest.fixture(scope="module")
-def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def spark_connect(_spark_daemons: dict) -> Any:
     """A Spark Connect server from the pyspark wheel, for this module."""
-    from stormpy.testing.spark_cluster import SparkConnectServer
-    server = SparkConnectServer(tmp_path_factory.mktemp("spark-connect"), master="local[1]")
-    try:
-        yield server.start()
-    finally:
-        server.stop("Spark Connect tests finished")
+    return _spark_daemons["spark_connect"].ready()
 
 
-def _kill_a_worker_twice(run: Run, cluster: ProcessCluster) -> None:
-    for share in (4, 2):
-        run.wait_counted(run.total // share, f"1/{share} counted before a SIGKILL", timeout=240)
-        victim = cluster.worker_pids(run.id)[0]
-        os.kill(victim, signal.SIGKILL)
-        wait_until(lambda: (now := cluster.worker_pids(run.id)) and len(now) == 2 and victim not in now, 90,
-                   f"the supervisor to restart SIGKILLed worker {victim}")
+DIE_TXID = 4
+
+
+def _kill_every_worker_mid_commit(run: Run, cluster: ProcessCluster) -> None:
+    """The test hook SIGKILLs the worker that publishes txid ``DIE_TXID`` first, after its renames
+    and before the commit completes; the test SIGKILLs the other worker at the same moment. Both
+    restart together (one restart, each a new Spark driver or Connect client, instead of two in a
+    row), and every partition's open batches replay."""
+    pids = cluster.wait_workers(run.id, 2)
+    marker = run.output / "_stormpy_state" / f"test-died-{run.name}-t{DIE_TXID}"
+    wait_until(marker.exists, 240, f"the test hook to SIGKILL a worker after publishing txid {DIE_TXID}")
+    died = int(marker.read_text().split("pid ")[1])
+    assert died in pids, "the hook killed one of the topology's workers"
+    for other in (p for p in pids if p != died):
+        os.kill(other, signal.SIGKILL)
+    wait_until(lambda: (now := cluster.worker_pids(run.id)) and len(now) == 2 and not set(now) & set(pids), 120,
+               f"the supervisors to restart the SIGKILLed workers {pids}")
 
 
 @pytest.mark.slow
@@ -226,12 +279,12 @@ def test_spark_rows_once_on_a_standalone_spark_cluster_after_worker_sigkills(scl
                                                                             redis_server, redis_prefix, tmp_path):
     """``spark.master: spark://...``: each stormpy worker is a Spark driver whose executors run on
     the standalone workers; the files land on a path both see, published exactly once."""
-    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=200, per_batch=10,
+    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=120, per_batch=10,
               extra={"spark.master": spark_standalone.master_url, "spark.cores.max": 1,
-                     "spark.executor.memory": "512m", "spark.executor.cores": 1})
+                     "spark.executor.memory": "512m", "spark.executor.cores": 1,
+                     "spark.state.test.die.after.write": DIE_TXID})
     runs.append(run)
-    scluster.wait_workers(run.id, 2)
-    _kill_a_worker_twice(run, scluster)
+    _kill_every_worker_mid_commit(run, scluster)
     run.assert_exact(spark, timeout=240)
     drivers = list((spark_standalone.base / "worker-0").glob("app-*")) + list(
         (spark_standalone.base / "worker-1").glob("app-*"))
@@ -242,10 +295,12 @@ def test_spark_rows_once_on_a_standalone_spark_cluster_after_worker_sigkills(scl
 def test_spark_rows_once_through_spark_connect_after_worker_sigkills(scluster, runs, spark, spark_connect,
                                                                     redis_server, redis_prefix, tmp_path):
     """``spark.remote: sc://...``: the workers hold thin Connect clients; Spark writes the staging
-    files, the worker publishes them with renames on the shared path."""
-    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=200, per_batch=10,
-              extra={"spark.remote": spark_connect.remote})
+    files, the worker publishes them with renames on the shared path. With the settings the docs
+    recommend for Connect, so the kill also lands among commit groups (several txids per job)."""
+    run = Run(scluster, tmp_path, redis_server.url, redis_prefix, lines=120, per_batch=10,
+              extra={"spark.remote": spark_connect.remote, "spark.state.test.die.after.write": DIE_TXID,
+                     "topology.max.spout.pending": 16, "spark.sink.max.inflight.batches": 1,
+                     "spark.state.max.batches.per.write": 8})
     runs.append(run)
-    scluster.wait_workers(run.id, 2)
-    _kill_a_worker_twice(run, scluster)
+    _kill_every_worker_mid_commit(run, scluster)
     run.assert_exact(spark, timeout=240)
