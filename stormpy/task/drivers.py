@@ -114,14 +114,35 @@ class TupleDriver(Driver):
         return self.executor.settings.sample_every
 
     def on_messages(self, messages: list[Any]) -> None:
-        task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
-        tracked, stats, now, sample = bool(self.trees.num_ackers), ex.stats, time.monotonic(), ex.sample_countdown
         acked: list[dict[int, int]] = []   # anchors and ack values of the acked tuples, settled
         vals: list[int] = []                # together at the end of the batch
+        # where the loop stopped: [stats key, its run's first index, skipped in the run,
+        # not auto-acked in the run, index reached (the message that raised, else the end)]
+        state: list[Any] = [None, 0, 0, 0, 0]
+        try:
+            self._deliver(messages, acked, vals, state)
+        except Exception:
+            rest = messages[state[4] + 1:]
+            if rest:
+                self.task.backlog.append(rest)
+            raise
+        finally:
+            if acked:
+                self.trees.settle_runs(acked, vals)
+            key, start, skipped, not_acked, stop = state
+            self._count(key, stop - start - skipped, not_acked)
+
+    def _count(self, key: Any, executed: int, not_acked: int) -> None:
+        self.executor.count(key, executed, executed - not_acked)
+
+    def _deliver(self, messages: list[Any], acked: list[dict[int, int]], vals: list[int], state: list[Any]) -> None:
+        """The per-tuple loop: a Tuple, ``process``, auto-ack. Executed and acked tuples are
+        counted per run of one stats key from indexes (no int made per tuple)."""
+        task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
+        tracked, stats, now, sample = bool(self.trees.num_ackers), ex.stats, time.monotonic(), ex.sample_countdown
         acked_anchors, acked_vals = acked.append, vals.append
-        # counted and looked up per run of one (source task, stream), not per tuple
         cur_key = last_src = last_stream = component_id = cls = named = cast(Any, None)
-        n_exec = n_ack = index = 0
+        run_start = skipped = not_acked = index = 0
         shared: dict[str, Any] | None = None
         try:
             for index, message in enumerate(messages):
@@ -129,32 +150,38 @@ class TupleDriver(Driver):
                 if src != last_src or stream != last_stream:
                     info = ex.source_info(task, message)
                     if info is None:
-                        last_src = None  # the locals no longer match last_src
+                        last_src, skipped = None, skipped + 1   # the locals no longer match last_src
                         continue
                     component_id, cls, skey, shared = info
                     last_src, last_stream = src, stream
                     if skey is not cur_key:
-                        ex.count(cur_key, n_exec, n_ack)
-                        cur_key, n_exec, n_ack = skey, 0, 0
+                        self._count(cur_key, index - run_start - skipped, not_acked)
+                        cur_key, run_start, skipped, not_acked = skey, index, 0, 0
                 if shared is not None and len(values) == 1 and type(values[0]) is str:
                     named = shared.get(values[0]) or _share(shared, cls, values)
                 else:
                     named = _tuple_new(cls, values)
                 tup = _new_tuple()   # no __init__ frame: the slots are stored here
-                tup.component, tup.stream, tup.task, tup.values = component_id, stream, src, named
-                tup._anchors, tup._skey, tup._id, tup._ack_val, tup._recv, tup._done = anchors, cur_key, None, 0, 0.0, False
+                tup.component = component_id
+                tup.stream = stream
+                tup.task = src
+                tup.values = named
+                tup._anchors = anchors
+                tup._skey = cur_key
+                tup._id = None
+                tup._ack_val = 0
+                tup._recv = 0.0
+                tup._done = False
                 task.current = tup
                 sample -= 1
                 if sample:
                     process(tup)
                 else:
                     sample = self._process_sampled(tup, now)
-                n_exec += 1
-                if tup._done:
-                    continue
-                if auto_ack:
+                if tup._done:   # acked or failed in process
+                    not_acked += 1
+                elif auto_ack:
                     tup._done = True
-                    n_ack += 1
                     if anchors is not None and tracked:
                         acked_anchors(anchors)
                         acked_vals(tup._ack_val)
@@ -162,17 +189,12 @@ class TupleDriver(Driver):
                         stats.add_latency(stats.process_ms, cur_key, (time.monotonic() - now) * 1000.0)
                 else:
                     held[id(tup)] = tup
+                    not_acked += 1
             task.current = None
-        except Exception:
-            rest = messages[index + 1:]
-            if rest:
-                task.backlog.append(rest)
-            raise
+            index = len(messages)
         finally:
-            if acked:
-                self.trees.settle_runs(acked, vals)
             ex.sample_countdown = sample
-            ex.count(cur_key, n_exec, n_ack)
+            state[:] = (cur_key, run_start, skipped, not_acked, index)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
