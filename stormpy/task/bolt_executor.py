@@ -31,10 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: What the receive loop needs of a (source task, stream): the source component, the values
-#: class, the stats key and, for one-field streams, the cache of shared values (else None).
-SourceInfo = tuple[str, type, tuple[str, str], dict[str, Any] | None]
-
 # A received batch is handed to the driver in slices; a slice that takes longer than
 # _SLOW_SLICE_SECS shrinks the slice size to what takes about half that (down to one
 # message), a fast one doubles it. Acks and
@@ -186,6 +182,11 @@ class BoltTask(TaskBase):
         self.held.clear()
         self.current = None
         self.batch_anchors = None
+
+
+#: What the receive loop needs of a (source task, stream): the source component, the values
+#: class, the stats key and, for one-field streams, the cache of shared values (else None).
+SourceInfo = tuple[str, type, tuple[str, str], dict[str, Any] | None]
 
 
 class BoltExecutor(Executor[BoltTask]):
