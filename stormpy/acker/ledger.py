@@ -97,13 +97,13 @@ class Ledger:
             if stream == ACK_ACK:
                 # [root, value, root, value, ...]: a bolt executor's acks of one flush. An ack
                 # never fails a tree, and a failed tree whose spout task is known is gone.
-                for i in range(0, len(values), 2):
-                    root = values[i]
+                pairs = iter(values)   # zip(it, it): the pairs without index arithmetic
+                for root, value in zip(pairs, pairs):
                     entry = values_of.get(root)
                     if entry is None:
-                        put(root, [values[i + 1], None, False])
+                        put(root, [value, None, False])
                         continue
-                    entry[0] ^= values[i + 1]
+                    entry[0] ^= value
                     if not entry[0] and entry[1] is not None:
                         del values_of[root]
                         out.append((ACKED, root, entry[1]))
@@ -111,15 +111,15 @@ class Ledger:
             if stream == ACK_INIT:
                 # [root, value, spout task, ...]: the trees a spout executor started since its
                 # last flush.
-                for i in range(0, len(values), 3):
-                    root = values[i]
+                triples = iter(values)
+                for root, value, spout_task in zip(triples, triples, triples):
                     entry = values_of.get(root)
                     if entry is None:
-                        entry = [values[i + 1], values[i + 2], False]
+                        entry = [value, spout_task, False]
                         put(root, entry)
                     else:
-                        entry[0] ^= values[i + 1]
-                        entry[1] = values[i + 2]
+                        entry[0] ^= value
+                        entry[1] = spout_task
                     if entry[0] == 0:
                         del values_of[root]
                         out.append((ACKED, root, entry[1]))

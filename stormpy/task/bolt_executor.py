@@ -205,6 +205,11 @@ class BoltTask(TaskBase):
         self.batch_anchors = None
 
 
+#: What the receive loop needs of a (source task, stream): the source component, the values
+#: class, the stats key and, for one-field streams, the cache of shared values (else None).
+SourceInfo = tuple[str, type, tuple[str, str], dict[str, Any] | None]
+
+
 class BoltExecutor(Executor[BoltTask]):
     """Runs bolt tasks: batches in, each task's driver, batches out."""
 
@@ -217,21 +222,24 @@ class BoltExecutor(Executor[BoltTask]):
         self.backlog_dropped = 0   # messages for down tasks failed beyond the bound
         self._slice = _MAX_SLICE
         self.sample_countdown = self.settings.sample_every
-        # stream -> {src task -> (component, values class, stats key)}: two dict gets per tuple
-        self.by_stream: dict[str, dict[int, tuple[str, type, tuple[str, str]]]] = {}
+        # stream -> {src task -> SourceInfo}: two dict gets per tuple
+        self.by_stream: dict[str, dict[int, SourceInfo]] = {}
         plan = self.plan
         for (src_comp, stream), _grouping in self.comp_plan.inputs.items():
             src_plan = plan.components.get(src_comp)
             if src_plan is None or stream not in src_plan.streams:
                 continue
-            cls = values_class(src_comp, stream, src_plan.streams[stream].fields)
-            skey = (src_comp, stream)
+            fields = src_plan.streams[stream].fields
+            cls = values_class(src_comp, stream, fields)
+            # one-field streams share the values of repeated short strings (see drivers.py)
+            cache: dict[str, Any] | None = {} if len(fields) == 1 else None
+            info = (src_comp, cls, (src_comp, stream), cache)
             by_src = self.by_stream.setdefault(stream, {})
             for src_task in src_plan.tasks:
-                by_src[src_task] = (src_comp, cls, skey)
+                by_src[src_task] = info
         # The common case, one subscribed stream per source task, takes one dict get:
-        # src task -> (stream, component, values class, stats key).
-        self.single_stream: dict[int, tuple[str, str, type, tuple[str, str]]] = {}
+        # src task -> (stream, *SourceInfo).
+        self.single_stream: dict[int, tuple[str, str, type, tuple[str, str], dict[str, Any] | None]] = {}
         streams_of: dict[int, list[str]] = {}
         for stream, by_src in self.by_stream.items():
             for src_task in by_src:
@@ -252,13 +260,14 @@ class BoltExecutor(Executor[BoltTask]):
         task.process_tick = component.process_tick
         task.driver = component.make_driver(task)
 
-    def source_info(self, task: BoltTask, message: Message) -> tuple[str, type, tuple[str, str]] | None:
-        """(component, values class, stats key) of a message's (source task, stream), or None
-        for a message on no subscribed stream (then handed to ``on_system_message``)."""
+    def source_info(self, task: BoltTask, message: Message) -> SourceInfo | None:
+        """(component, values class, stats key, values cache) of a message's (source task,
+        stream), or None for a message on no subscribed stream (then handed to
+        ``on_system_message``)."""
         stream, src = message[0], message[1]
         fast = self.single_stream.get(src)
         if fast is not None and fast[0] == stream:
-            return fast[1], fast[2], fast[3]
+            return fast[1], fast[2], fast[3], fast[4]
         by_src = self.by_stream.get(stream)
         info = by_src.get(src) if by_src is not None else None
         if info is None:

@@ -18,6 +18,7 @@ emitted tuple. Everything here runs on the executor thread that owns the Outbox.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -52,13 +53,16 @@ class Outbox:
     replaced, so such references stay valid.
     """
 
-    __slots__ = ("boxes", "batch_size", "_send", "_name")
+    __slots__ = ("boxes", "batch_size", "_send", "_name", "folds")
 
     def __init__(self, send: Callable[[int, list[Message]], None], batch_size: int, name: str) -> None:
         self.boxes: defaultdict[int, list[Message]] = defaultdict(list)
         self.batch_size = batch_size
         self._send = send
         self._name = name
+        #: run before each batch is handed over: the fast emit paths' counts join the stats
+        #: (``count_ticks``), so counts lag the transfer by less than a batch
+        self.folds: list[Callable[[], None]] = []
 
     def __bool__(self) -> bool:
         return bool(self.boxes)
@@ -85,6 +89,8 @@ class Outbox:
 
     def send_full(self, dest: int) -> None:
         """Hand one destination's batch to the transfer now."""
+        for fold in self.folds:
+            fold()
         messages = self.boxes.pop(dest)
         try:
             self._send(dest, messages)
@@ -137,6 +143,31 @@ class FastRoute:
     check_value: Callable[[Any], None]
     key_cache: dict[str, list[int]] | None      # fields grouping on one field: key -> targets
     key_index: int
+    #: counts a one-target emit (``itertools.count``: no int object per emit); the executor
+    #: adds the count to ``counter`` when it flushes (``count_ticks``)
+    tick: Callable[[], int]
+
+
+def count_ticks(counter: list[int]) -> tuple[Callable[[], int], Callable[[], None]]:
+    """``(tick, fold)``: ``tick()`` counts one emit with one transfer; ``fold()`` adds the
+    emits counted since the last fold to the stream's ``[emitted, transferred]``.
+
+    ``counter[0] += 1; counter[1] += 1`` per emit makes and frees two int objects (counts
+    over 256 are not cached): 900 machine instructions where ``tick`` costs 430 (callgrind).
+    """
+    ticks = itertools.count()
+    tick = ticks.__next__
+    folded = [0]
+
+    def fold() -> None:
+        seen = tick()   # the numbers taken so far; this call takes one more
+        new = seen - folded[0]
+        folded[0] = seen + 1
+        if new:
+            counter[0] += new
+            counter[1] += new
+
+    return tick, fold
 
 
 def debug_emit(task: TaskBase, emit: EmitFn) -> EmitFn:
@@ -214,8 +245,11 @@ def make_emit(task: TaskBase, place: Place, fast: Callable[[Any, FastRoute, Plac
     if route is None or route.direct or fast is None:
         return general
     select = route.select
-    fast_route = FastRoute(select=select, num_fields=route.num_fields,
-                           counter=ex.stats.stream_counter(DEFAULT_STREAM),
+    counter = ex.stats.stream_counter(DEFAULT_STREAM)
+    tick, fold = count_ticks(counter)
+    ex.stat_folds.append(fold)
+    fast_route = FastRoute(select=select, num_fields=route.num_fields, counter=counter,
                            check_value=ex.serialization.check_value,
-                           key_cache=getattr(select, "key_cache", None), key_index=getattr(select, "key_index", 0))
+                           key_cache=getattr(select, "key_cache", None), key_index=getattr(select, "key_index", 0),
+                           tick=tick)
     return fast(task, fast_route, place, general)

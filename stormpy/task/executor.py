@@ -187,6 +187,9 @@ class Executor(Generic[TaskT]):
         self._last_flush = time.monotonic()
         self.next_timer = 0.0     # step(): when timers are next due (at most 50 ms ahead)
         self.stats = ExecutorStats(self.kind)
+        #: the fast emit paths' counts, added to ``stats`` at each flush and batch handed over
+        #: (``emit.count_ticks``)
+        self.stat_folds: list[Callable[[], None]] = self.outbox.folds
         self.stats.metric_sources.append(ReceiveQueueMetrics(self))
         self.tasks: dict[int, TaskT] = {}
         self.timers: list[Timer] = []
@@ -391,7 +394,10 @@ class Executor(Generic[TaskT]):
 
     # ------------------------------------------------------------ outbox
     def flush(self) -> None:
-        """Hand every partly filled batch to the transfer (bolts' combined acks first)."""
+        """Hand every partly filled batch to the transfer (bolts' combined acks first); the
+        fast emit paths' counts join the stats."""
+        for fold in self.stat_folds:
+            fold()
         self.trees.flush()
         self.outbox.flush()
         self._last_flush = time.monotonic()
