@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from stormpy.api.component import DRIVERS
@@ -49,7 +49,7 @@ _SHARE_MAX_LEN = 128
 _SHARE_MAX = 4096
 
 
-def _share(shared: dict[str, Any], cls: type, values: list[Any]) -> Any:
+def _share(shared: dict[str, Any], cls: type, values: Sequence[Any]) -> Any:
     """The values tuple of a one-field message holding a short string, kept for the next
     message with the same string.
 
