@@ -145,29 +145,22 @@ class TupleTrees:
         """``settle`` for the acked tuples of a received batch, given as their anchors and ack
         values (the driver keeps these, not the Tuples: holding a batch's Tuples alive until
         the end of the batch measured 25% more per tuple). Consecutive tuples of one root (a
-        sentence's words) combine in locals; the dict is touched when the root changes."""
+        sentence's words) combine in locals; the dict is touched when the root changes. The
+        roots are iterated and their edges looked up: for the common one root, 12% less than
+        a length test and ``(root,) = anchors`` (which also checks the map is exhausted)."""
         if not self.num_ackers:
             return
         pending = self.pending
         run_root: int | None = None
         run_val = 0
         for anchors, val in zip(anchors_list, vals):
-            if len(anchors) == 1:   # one root, the common case: no items() iterator
-                (root,) = anchors
+            for root in anchors:
                 if root == run_root:
                     run_val ^= anchors[root] ^ val
-                    continue
-                if run_root is not None:
-                    pending[run_root] = pending.get(run_root, 0) ^ run_val
-                run_root, run_val = root, anchors[root] ^ val
-                continue
-            for root, edge in anchors.items():
-                if root == run_root:
-                    run_val ^= edge ^ val
                 else:
                     if run_root is not None:
                         pending[run_root] = pending.get(run_root, 0) ^ run_val
-                    run_root, run_val = root, edge ^ val
+                    run_root, run_val = root, anchors[root] ^ val
         if run_root is not None:
             pending[run_root] = pending.get(run_root, 0) ^ run_val
 

@@ -37,6 +37,7 @@ _SEQUENCES = frozenset({tuple, list})
 _INT = frozenset({int})
 _flatten = chain.from_iterable
 _values = dict.values
+_lookup = dict.__getitem__   # TypeError for anchors that are not maps, like ``_values``
 
 
 class BadBatch(ValueError):
@@ -69,9 +70,17 @@ def _anchor_columns(anchors: tuple[Any, ...], n: int) -> list[Any] | None:
     if nones:
         counts: Any = [0 if a is None else len(a) for a in anchors]
         anchors = tuple(filter(None, anchors))
-    else:
-        counts = 1 if set(map(len, anchors)) == {1} else list(map(len, anchors))
-    return [counts, list(_flatten(anchors)), list(_flatten(map(_values, anchors)))]
+        return [counts, list(_flatten(anchors)), list(_flatten(map(_values, anchors)))]
+    roots = list(_flatten(anchors))
+    if len(roots) == n:
+        # One root each, the common case: each edge is one lookup of the message's own root
+        # (half the cost of iterating the maps' values). With n roots for n maps, either every
+        # map has one root or one is empty, and an empty map's lookup raises KeyError.
+        try:
+            return [1, roots, list(map(_lookup, anchors, roots))]
+        except KeyError:
+            pass
+    return [list(map(len, anchors)), roots, list(_flatten(map(_values, anchors)))]
 
 
 def _runs(streams: tuple[Any, ...], srcs: tuple[Any, ...]) -> list[Any]:

@@ -187,8 +187,26 @@ def test_the_driver_settles_a_batch_as_acking_each_tuple_would() -> None:
     anchors: list[dict[int, int] | None] = []
     for root in roots[:3]:            # runs of one root (a sentence's words) ...
         anchors += [{root: random.getrandbits(64)} for _ in range(3)]
-    anchors += [None, {roots[0]: 5, roots[3]: 6}, {roots[1]: 7}, {roots[3]: 8}]   # ... and the rest
+    anchors += [None, {roots[0]: 5, roots[3]: 6}, {roots[1]: 7}, {roots[3]: 8}]   # ... and the rest,
+    anchors += [{roots[3]: 9, roots[2]: 10}, {roots[2]: 11}]   # a run going on into and out of two roots
     messages = [(DEFAULT_STREAM, src, [f"w{i}"], a) for i, a in enumerate(anchors)]
     by_driver = _settled_by(driver=True, messages=messages)
     assert by_driver == _settled_by(driver=False, messages=messages)
     assert set(by_driver) == set(roots)
+
+
+def test_settling_in_runs_equals_settling_each_tuple_with_its_ack_value() -> None:
+    """``settle_runs`` combines consecutive tuples of one root; with the ack values of tuples
+    that emitted (nonzero) it must leave what one ``settle`` per tuple leaves."""
+    random.seed(2)
+    roots = [random.getrandbits(64) for _ in range(3)]
+    anchors = [{roots[0]: 1}, {roots[0]: 2}, {roots[0]: 3, roots[1]: 4}, {roots[1]: 5},
+               {roots[2]: 6}, {roots[1]: 7, roots[2]: 8}, {roots[2]: 9}]
+    vals = [random.getrandbits(64) if i % 3 else 0 for i in range(len(anchors))]
+    runtime, _recorder = _runtime()
+    in_runs = _executor(runtime, "count").trees
+    in_runs.settle_runs(anchors, vals)
+    one_by_one = _executor(_runtime()[0], "count").trees
+    for a, v in zip(anchors, vals):
+        one_by_one.settle(a, v)
+    assert in_runs.pending == one_by_one.pending and set(in_runs.pending) == set(roots)

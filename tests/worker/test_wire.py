@@ -37,6 +37,22 @@ def test_runs_mixed_anchors_and_acker_streams() -> None:
     assert not check_each                       # the acker runs passed their check
 
 
+def test_as_many_roots_as_messages_but_not_one_each() -> None:
+    """n roots for n anchored messages is one root each only if no map is empty: the edge
+    column looks each message's own root up, and an empty map among longer ones must not
+    shift the columns."""
+    for anchors in ([{1: 2, 3: 4}, {}], [{}, {1: 2, 3: 4}], [{1: 2, 3: 4}, {}, {3: 5}]):
+        messages = [("default", 7, [str(i)], a) for i, a in enumerate(anchors)]
+        envelope, decoded, _check_each = _round_trip(messages)
+        assert envelope[3][0] == [len(a) for a in anchors]
+        assert decoded == [(s, src, tuple(v), a or None) for s, src, v, a in messages]
+
+
+def test_anchors_that_are_not_maps_go_as_messages() -> None:
+    envelope, _decoded, check_each = _round_trip([("default", 7, ["a"], [5])])
+    assert len(envelope) == 2 and check_each
+
+
 def test_an_acker_run_failing_its_check_asks_for_the_message_check() -> None:
     _envelope, decoded, check_each = _round_trip([(ACK_INIT, 5, [9, 8], None)])   # not a triple
     assert check_each and decoded == [(ACK_INIT, 5, (9, 8), None)]
