@@ -143,6 +143,44 @@ def run_topology(reliable: bool, secs: float, warmup: float, par: int = 1, per_c
     return result
 
 
+def _timed(targets: list[Any], counter: list[int], stop: threading.Event, secs: float,
+           warmup: float) -> tuple[float, float]:
+    """Run ``targets`` as threads; after ``warmup`` seconds, what ``counter[0]`` counts over
+    ``secs``: per second and per CPU-second of the process."""
+    threads = [threading.Thread(target=f, daemon=True) for f in targets]
+    for t in threads:
+        t.start()
+    time.sleep(warmup)
+    c0, t0, cpu0 = counter[0], time.perf_counter(), time.process_time()
+    time.sleep(secs)
+    c1, t1, cpu1 = counter[0], time.perf_counter(), time.process_time()
+    stop.set()
+    for t in threads:
+        t.join(timeout=30)
+    return (c1 - c0) / (t1 - t0), (c1 - c0) / max(cpu1 - cpu0, 1e-9)
+
+
+def _feed(q: SimpleQueue[Any], items: list[Any], stop: threading.Event, limit: int) -> None:
+    """Put ``items`` round and round (pausing above ``limit`` queued), then the end marker."""
+    put = q.put
+    while not stop.is_set():
+        for item in items:
+            put(item)
+        while q.qsize() > limit and not stop.is_set():
+            time.sleep(0.0005)
+    put(None)
+
+
+def _drain(q: SimpleQueue[Any], counter: list[int]) -> None:
+    """Get until the end marker, counting (published every 4,096 items)."""
+    get = q.get
+    n = 0
+    while get() is not None:
+        n += 1
+        if not n & 4095:
+            counter[0] = n
+
+
 def run_raw(secs: float) -> tuple[float, float]:
     """Three threads, one SimpleQueue handoff per tuple: sentences -> split -> count.
     Words per second and words per CPU-second (the figure a loaded machine does not skew)."""
@@ -151,7 +189,7 @@ def run_raw(secs: float) -> tuple[float, float]:
     stop = threading.Event()
     counted = [0]
 
-    def source() -> None:
+    def source() -> None:   # a new values list per sentence, as a spout's emit has
         sentences = itertools.cycle(SENTENCES)
         put = q_sent.put
         while not stop.is_set():
@@ -163,39 +201,22 @@ def run_raw(secs: float) -> tuple[float, float]:
 
     def split() -> None:
         get, put = q_sent.get, q_word.put
-        while True:
-            item = get()
-            if item is None:
-                put(None)
-                return
+        while (item := get()) is not None:
             for word in item[0].split():
                 put([word])
+        put(None)
 
     def count() -> None:
         counts: Counter[str] = Counter()
         get = q_word.get
         n = 0
-        while True:
-            item = get()
-            if item is None:
-                counted[0] = n
-                return
+        while (item := get()) is not None:
             counts[item[0]] += 1
             n += 1
             if not n & 4095:
                 counted[0] = n
 
-    threads = [threading.Thread(target=f, daemon=True) for f in (source, split, count)]
-    for t in threads:
-        t.start()
-    time.sleep(0.5)
-    c0, t0, cpu0 = counted[0], time.perf_counter(), time.process_time()
-    time.sleep(secs)
-    c1, t1, cpu1 = counted[0], time.perf_counter(), time.process_time()
-    stop.set()
-    for t in threads:
-        t.join(timeout=30)
-    return (c1 - c0) / (t1 - t0), (c1 - c0) / max(cpu1 - cpu0, 1e-9)
+    return _timed([source, split, count], counted, stop, secs, 0.5)
 
 
 def run_handoff(secs: float) -> float:
@@ -204,35 +225,7 @@ def run_handoff(secs: float) -> float:
     q: SimpleQueue[Any] = SimpleQueue()
     stop = threading.Event()
     got = [0]
-
-    def produce() -> None:
-        put = q.put
-        while not stop.is_set():
-            for word in words:
-                put(word)
-            while q.qsize() > 50000 and not stop.is_set():
-                time.sleep(0.0005)
-        put(None)
-
-    def consume() -> None:
-        get = q.get
-        n = 0
-        while get() is not None:
-            n += 1
-            if not n & 4095:
-                got[0] = n
-
-    threads = [threading.Thread(target=produce, daemon=True), threading.Thread(target=consume, daemon=True)]
-    for t in threads:
-        t.start()
-    time.sleep(0.3)
-    c0, t0 = got[0], time.perf_counter()
-    time.sleep(secs)
-    c1, t1 = got[0], time.perf_counter()
-    stop.set()
-    for t in threads:
-        t.join(timeout=30)
-    return (c1 - c0) / (t1 - t0)
+    return _timed([lambda: _feed(q, words, stop, 50000), lambda: _drain(q, got)], got, stop, secs, 0.3)[0]
 
 
 def run_handoff3(secs: float) -> float:
@@ -245,44 +238,15 @@ def run_handoff3(secs: float) -> float:
     stop = threading.Event()
     got = [0]
 
-    def source() -> None:
-        put = q_sent.put
-        while not stop.is_set():
-            for item in items:
-                put(item)
-            while q_sent.qsize() > 20000 and not stop.is_set():
-                time.sleep(0.0005)
-        put(None)
-
     def split() -> None:
         get, put = q_sent.get, q_word.put
-        while True:
-            item = get()
-            if item is None:
-                put(None)
-                return
+        while (item := get()) is not None:
             for word in item[1]:
                 put(word)
+        put(None)
 
-    def count() -> None:
-        get = q_word.get
-        n = 0
-        while get() is not None:
-            n += 1
-            if not n & 4095:
-                got[0] = n
-
-    threads = [threading.Thread(target=f, daemon=True) for f in (source, split, count)]
-    for t in threads:
-        t.start()
-    time.sleep(0.3)
-    c0, t0 = got[0], time.perf_counter()
-    time.sleep(secs)
-    c1, t1 = got[0], time.perf_counter()
-    stop.set()
-    for t in threads:
-        t.join(timeout=30)
-    return (c1 - c0) / (t1 - t0)
+    return _timed([lambda: _feed(q_sent, items, stop, 20000), split, lambda: _drain(q_word, got)],
+                  got, stop, secs, 0.3)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
