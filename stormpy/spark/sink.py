@@ -360,6 +360,14 @@ class SparkSinkBolt(BatchingBolt):
                 route, start = (message[0], message[1]), index
         self._take_run(route, messages[start:])
 
+    def _open_batch(self, key: Any, rows: list[Any] | None = None) -> list[Any]:
+        """A new batch for ``key`` (empty, or ``rows``); its age (``spark.sink.batch.secs``)
+        counts from now."""
+        batch: list[Any] = [] if rows is None else rows
+        self._batches[key] = batch
+        self._opened[key] = time.monotonic()
+        return batch
+
     def _take_run(self, route: tuple[str, int], run: list[Any]) -> None:
         key = self._routes.get(route, _UNKNOWN)
         if key is _UNKNOWN:
@@ -368,11 +376,9 @@ class SparkSinkBolt(BatchingBolt):
             self._system_messages(route, run)
             return
         self.count_executed(key, len(run))  # type: ignore[arg-type]
-        batches = self._batches
-        batch = batches.get(key)
+        batch = self._batches.get(key)
         if batch is None:
-            batch = batches[key] = []
-            self._opened[key] = time.monotonic()
+            batch = self._open_batch(key)
         batch.extend(run)
         size = self.batch_size
         while len(batch) >= size:  # type: ignore[operator]
@@ -381,8 +387,7 @@ class SparkSinkBolt(BatchingBolt):
             self._run_batch(key)
             if not rest:
                 return
-            batch = batches[key] = rest
-            self._opened[key] = time.monotonic()
+            batch = self._open_batch(key, rest)
 
     def _route_key(self, route: tuple[str, int]) -> Hashable | None:
         """(component, stream) of an input stream's messages, None for messages on no input (ticks)."""
@@ -417,11 +422,9 @@ class SparkSinkBolt(BatchingBolt):
             super().process(tup)
             return
         key = tup._skey or (tup.component, tup.stream)
-        batches = self._batches
-        batch = batches.get(key)
+        batch = self._batches.get(key)
         if batch is None:
-            batch = batches[key] = []
-            self._opened[key] = time.monotonic()
+            batch = self._open_batch(key)
         batch.append(tup)
         if len(batch) >= self.batch_size:  # type: ignore[operator]
             self._run_batch(key)
