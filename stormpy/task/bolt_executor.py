@@ -148,7 +148,7 @@ class BoltTask(TaskBase):
         once per (source task, stream)."""
         anchors = [m[3] for m in messages if m[3] is not None]
         if anchors:
-            self.trees.settle_runs(anchors, [0] * len(anchors))
+            self.trees.settle_raw_batch(anchors)
         ex = self.executor
         acked = ex.stats.acked
         for (stream, src), n in Counter(map(_ROUTE, messages)).items():
