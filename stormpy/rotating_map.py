@@ -31,7 +31,7 @@ class RotatingMap(Generic[K, V]):
     them at 100k trees in flight).
 
     Trees mostly settle within one generation, so the older dicts are empty or emptying; their
-    entry count (``_older``) is kept so the common case never looks at them.
+    entry count (``_older_len``) is kept so the common case never looks at them.
     """
 
     def __init__(self, num_buckets: int = 3) -> None:
@@ -39,25 +39,23 @@ class RotatingMap(Generic[K, V]):
             raise ValueError("RotatingMap needs at least 2 buckets")
         self._buckets: deque[dict[K, V]] = deque({} for _ in range(num_buckets))
         self._newest: dict[K, V] = self._buckets[0]
-        self._older = 0   # entries in every dict but the newest (removed only through this map)
+        self._older: list[dict[K, V]] = list(self._buckets)[1:]   # newest first
+        self._older_len = 0   # their entries (removed only through this map)
 
     def __len__(self) -> int:
-        return len(self._newest) + self._older
+        return len(self._newest) + self._older_len
 
     def __contains__(self, key: object) -> bool:
         if key in self._newest:
             return True
-        return bool(self._older) and any(key in bucket for bucket in self._older_buckets())
-
-    def _older_buckets(self) -> list[dict[K, V]]:
-        return list(self._buckets)[1:]
+        return bool(self._older_len) and any(key in bucket for bucket in self._older)
 
     def get(self, key: K, default: Any = None) -> Any:
         value = self._newest.get(key, _MISSING)
         if value is not _MISSING:
             return value
-        if self._older:
-            for bucket in self._older_buckets():
+        if self._older_len:
+            for bucket in self._older:
                 value = bucket.get(key, _MISSING)
                 if value is not _MISSING:
                     return value
@@ -65,7 +63,7 @@ class RotatingMap(Generic[K, V]):
 
     def put(self, key: K, value: V) -> None:
         """Set ``key`` in the newest generation (a key from an older one moves there)."""
-        if self._older and key not in self._newest:
+        if self._older_len and key not in self._newest:
             self._pop_older(key, None)
         self._newest[key] = value
 
@@ -73,15 +71,15 @@ class RotatingMap(Generic[K, V]):
         value = self._newest.pop(key, _MISSING)
         if value is not _MISSING:
             return value
-        if self._older:
+        if self._older_len:
             return self._pop_older(key, default)
         return default
 
     def _pop_older(self, key: K, default: Any) -> Any:
-        for bucket in self._older_buckets():
+        for bucket in self._older:
             value = bucket.pop(key, _MISSING)
             if value is not _MISSING:
-                self._older -= 1
+                self._older_len -= 1
                 return value
         return default
 
@@ -89,14 +87,16 @@ class RotatingMap(Generic[K, V]):
         """The newest generation's dict, for hot loops (valid until the next :meth:`rotate`).
 
         A hit there (``get``, ``pop``, ``del``) is a hit in the map; on a miss ask the map
-        itself, which also looks at the older generations. Insert into it directly only while
-        :meth:`older_count` is 0 (no older generation can hold the key), else use :meth:`put`.
+        itself, which also looks at the older generations. Insert into it directly only a key
+        that none of :meth:`older` holds, else use :meth:`put`.
         """
         return self._newest
 
-    def older_count(self) -> int:
-        """Entries in the generations before the newest; only :meth:`rotate` raises it."""
-        return self._older
+    def older(self) -> list[dict[K, V]]:
+        """The generations before the newest that hold entries (newest first), for hot loops to
+        check a key against before inserting it into :meth:`newest` directly; read-only. Only
+        :meth:`rotate` adds entries to them."""
+        return [bucket for bucket in self._older if bucket] if self._older_len else []
 
     def items(self) -> list[tuple[K, V]]:
         return [item for bucket in self._buckets for item in bucket.items()]
@@ -104,7 +104,7 @@ class RotatingMap(Generic[K, V]):
     def clear(self) -> None:
         for bucket in self._buckets:
             bucket.clear()
-        self._older = 0
+        self._older_len = 0
 
     def compact(self) -> None:
         """Nothing to do: removed keys leave nothing behind (kept for maps never rotated)."""
@@ -114,5 +114,6 @@ class RotatingMap(Generic[K, V]):
         oldest = self._buckets.pop()
         self._buckets.appendleft({})
         self._newest = self._buckets[0]
-        self._older = sum(len(bucket) for bucket in self._older_buckets())
+        self._older = list(self._buckets)[1:]
+        self._older_len = sum(map(len, self._older))
         return list(oldest.items())

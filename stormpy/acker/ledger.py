@@ -25,6 +25,13 @@ ACKED = "ack"
 FAILED = "fail"
 
 
+def _held(buckets: list[dict[int, list[Any]]], root: int) -> bool:
+    for bucket in buckets:
+        if root in bucket:
+            return True
+    return False
+
+
 class Ledger:
     """XOR state of the tuple trees one acker task tracks.
 
@@ -90,9 +97,10 @@ class Ledger:
         pending = self._pending
         newest = pending.newest()   # rotate() runs between batches (same thread), not during one
         newest_get = newest.get
-        # While no older generation holds entries (only rotate() adds any), a root missing from
-        # the newest dict is new: it goes straight in. Otherwise misses take the general path.
-        no_older = not pending.older_count()
+        # A root missing from the newest dict and from the older generations that hold entries
+        # (usually none: only rotate() adds any) is new and goes straight in; one found in an
+        # older generation takes the general path.
+        older = pending.older()
         out: list[tuple[str, int, int]] = []
         for message in messages:
             stream = message[0]
@@ -104,10 +112,10 @@ class Ledger:
                 for root, value in zip(pairs, pairs):
                     entry = newest_get(root)
                     if entry is None:
-                        if no_older:
-                            newest[root] = [value, None, False]
-                        else:
+                        if older and _held(older, root):
                             self._append(out, root, self.ack(root, value))
+                        else:
+                            newest[root] = [value, None, False]   # the ack overtook its init
                         continue
                     entry[0] ^= value
                     if not entry[0] and entry[1] is not None:
@@ -121,7 +129,7 @@ class Ledger:
                 for root, value, spout_task in zip(triples, triples, triples):
                     entry = newest_get(root)
                     if entry is None:
-                        if no_older and value:
+                        if value and not (older and _held(older, root)):
                             newest[root] = [value, spout_task, False]
                         else:
                             self._append(out, root, self.init(root, value, spout_task))
