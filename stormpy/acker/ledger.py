@@ -25,6 +25,13 @@ ACKED = "ack"
 FAILED = "fail"
 
 
+def _held(buckets: list[dict[int, list[Any]]], root: int) -> bool:
+    for bucket in buckets:
+        if root in bucket:
+            return True
+    return False
+
+
 class Ledger:
     """XOR state of the tuple trees one acker task tracks.
 
@@ -88,8 +95,12 @@ class Ledger:
         every tree that settled. Messages on other streams go to ``on_unknown(message)``.
         """
         pending = self._pending
-        values_of = pending.live()
-        put = pending.put
+        newest = pending.newest()   # rotate() runs between batches (same thread), not during one
+        newest_get = newest.get
+        # A root missing from the newest dict and from the older generations that hold entries
+        # (usually none: only rotate() adds any) is new and goes straight in; one found in an
+        # older generation takes the general path.
+        older = pending.older()
         out: list[tuple[str, int, int]] = []
         for message in messages:
             stream = message[0]
@@ -99,13 +110,16 @@ class Ledger:
                 # never fails a tree, and a failed tree whose spout task is known is gone.
                 pairs = iter(values)   # zip(it, it): the pairs without index arithmetic
                 for root, value in zip(pairs, pairs):
-                    entry = values_of.get(root)
+                    entry = newest_get(root)
                     if entry is None:
-                        put(root, [value, None, False])
+                        if older and _held(older, root):
+                            self._append(out, root, self.ack(root, value))
+                        else:
+                            newest[root] = [value, None, False]   # the ack overtook its init
                         continue
                     entry[0] ^= value
                     if not entry[0] and entry[1] is not None:
-                        del values_of[root]
+                        del newest[root]
                         out.append((ACKED, root, entry[1]))
                 continue
             if stream == ACK_INIT:
@@ -113,41 +127,33 @@ class Ledger:
                 # last flush.
                 triples = iter(values)
                 for root, value, spout_task in zip(triples, triples, triples):
-                    entry = values_of.get(root)
+                    entry = newest_get(root)
                     if entry is None:
-                        entry = [value, spout_task, False]
-                        put(root, entry)
-                    else:
-                        entry[0] ^= value
-                        entry[1] = spout_task
+                        if value and not (older and _held(older, root)):
+                            newest[root] = [value, spout_task, False]
+                        else:
+                            self._append(out, root, self.init(root, value, spout_task))
+                        continue
+                    entry[0] ^= value
+                    entry[1] = spout_task
                     if entry[0] == 0:
-                        del values_of[root]
-                        out.append((ACKED, root, entry[1]))
+                        del newest[root]
+                        out.append((ACKED, root, spout_task))
                     elif entry[2]:
-                        del values_of[root]
-                        out.append((FAILED, root, entry[1]))
+                        del newest[root]
+                        out.append((FAILED, root, spout_task))
                 continue
-            root = values[0]
-            entry = values_of.get(root)
-            if stream == ACK_FAIL:
-                if entry is None:
-                    put(root, [0, None, True])
-                    continue
-                entry[2] = True
-            else:
+            if stream != ACK_FAIL:
                 if on_unknown is not None:
                     on_unknown(message)
                 continue
-            spout_task = entry[1]
-            if spout_task is None:
-                continue
-            if entry[0] == 0:
-                del values_of[root]
-                out.append((ACKED, root, spout_task))
-            elif entry[2]:
-                del values_of[root]
-                out.append((FAILED, root, spout_task))
+            self._append(out, values[0], self.fail(values[0]))
         return out
+
+    @staticmethod
+    def _append(out: list[tuple[str, int, int]], root: int, result: tuple[str, int] | None) -> None:
+        if result is not None:
+            out.append((result[0], root, result[1]))
 
     def rotate(self) -> list[int]:
         """Expire the oldest generation; returns the expired roots.

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _ROUTE = itemgetter(0, 1)   # a message's (stream, source task)
+_STREAM = itemgetter(0)
+_SOURCE = itemgetter(1)
 
 # A received batch is handed to the driver in slices; a slice that takes longer than
 # _SLOW_SLICE_SECS shrinks the slice size to what takes about half that (down to one
@@ -148,11 +150,17 @@ class BoltTask(TaskBase):
         once per (source task, stream)."""
         anchors = [m[3] for m in messages if m[3] is not None]
         if anchors:
-            self.trees.settle_runs(anchors, [0] * len(anchors))
+            self.trees.settle_raw_batch(anchors)
         ex = self.executor
         acked = ex.stats.acked
-        for (stream, src), n in Counter(map(_ROUTE, messages)).items():
-            acked[ex.stats_key((stream, src, None, None))] += n
+        if not messages:
+            return
+        first, n = messages[0], len(messages)
+        if list(map(_SOURCE, messages)).count(first[1]) == n and list(map(_STREAM, messages)).count(first[0]) == n:
+            acked[ex.stats_key(first)] += n   # one source task (the usual): no pair per message
+            return
+        for (stream, src), count in Counter(map(_ROUTE, messages)).items():
+            acked[ex.stats_key((stream, src, None, None))] += count
 
     def count_executed(self, key: tuple[str, str], n: int) -> None:
         """Count ``n`` messages of one (component, stream) as executed (raw-batch bolts that

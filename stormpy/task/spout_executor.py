@@ -59,7 +59,9 @@ class SpoutTask(TaskBase):
         super().__init__(executor, task_id)
         self.executor: SpoutExecutor = executor
         self.pending: RotatingMap[int, list[Any]] = RotatingMap(_TIMEOUT_BUCKETS)
-        self.pending_live = self.pending.live()  # len() and pop() of it on the hot paths
+        #: the pending map's newest generation, where acker answers find their trees (pop of
+        #: it on the hot path, the map's own pop on a miss); replaced when the map rotates
+        self.pending_live = self.pending.newest()
         self.ack_now: list[tuple[Any, str]] = []
         self.emit_count = 0
         self.next_tuple: Any = None      # the component's next_tuple, set by _bind
@@ -67,7 +69,7 @@ class SpoutTask(TaskBase):
 
     def pending_count(self) -> int:
         """Tuple trees of this task in flight (Storm's ``getPendingCount``)."""
-        return len(self.pending_live)
+        return len(self.pending)
 
     def on_crash(self) -> None:
         """The instance that knew these tup_ids is gone: its trees are dropped, not failed.
@@ -103,7 +105,7 @@ class SpoutExecutor(Executor[SpoutTask]):
         self.stats.metric_sources.append(self.flow)
 
     def pending_count(self) -> int:
-        return sum(len(t.pending_live) for t in list(self.tasks.values()))
+        return sum(len(t.pending) for t in list(self.tasks.values()))
 
     def in_flight(self) -> int:
         return super().in_flight() + self.pending_count()
@@ -147,7 +149,8 @@ class SpoutExecutor(Executor[SpoutTask]):
     # ------------------------------------------------------------ acker answers
     def _on_messages(self, task: SpoutTask, messages: list[Any]) -> None:
         """Acker answers: one loop per batch with lookups hoisted (a batch holds ~1000)."""
-        pop = task.pending_live.pop  # the same as task.pending.pop, without a call layer
+        pop = task.pending_live.pop  # the newest generation: a call layer less than the map's
+        pop_any = task.pending.pop   # a miss: the older generations (or an unknown root)
         stats = self.stats
         acked = stats.acked
         complete = stats.complete_ms
@@ -160,7 +163,9 @@ class SpoutExecutor(Executor[SpoutTask]):
                 for root in message[2]:
                     entry = pop(root, None)
                     if entry is None:
-                        continue
+                        entry = pop_any(root, None)
+                        if entry is None:
+                            continue
                     tup_id, started, out_stream = entry
                     acked[out_stream] += 1
                     add_latency(complete, out_stream, (now - started) * 1000.0)
@@ -174,7 +179,7 @@ class SpoutExecutor(Executor[SpoutTask]):
                     except Exception as exc:
                         self._crash(task, exc, "ack")
             elif stream == ACK_FAIL:
-                entry = pop(message[2][0], None)
+                entry = pop_any(message[2][0], None)
                 if entry is not None:
                     self._failed(task, entry)
             else:
@@ -206,6 +211,7 @@ class SpoutExecutor(Executor[SpoutTask]):
     def _expire(self) -> None:
         for task in self.tasks.values():
             expired = task.pending.rotate()
+            task.pending_live = task.pending.newest()
             self._expired += len(expired)
             if expired:
                 log.debug("spout %s task %d: %d tuple trees timed out", self.component_id, task.task_id, len(expired))
@@ -253,12 +259,18 @@ class SpoutExecutor(Executor[SpoutTask]):
         for task in self.tasks.values():
             if task.component is None:
                 continue
-            pending = task.pending_live
+            pending = task.pending
             next_tuple = task.next_tuple
+            # An emit starts at most one tree and nothing settles during next_tuple, so the
+            # room left shrinks by at most the emits; the count is taken again only when that
+            # bound says the cap is reached (len() of a RotatingMap is a Python call).
+            room = max_pending - len(pending)
             for _ in range(_NEXT_TUPLE_ROUNDS):
-                if max_pending and len(pending) >= max_pending:
-                    self._capped = self._capped_round = True
-                    break
+                if max_pending and room <= 0:
+                    room = max_pending - len(pending)
+                    if room <= 0:
+                        self._capped = self._capped_round = True
+                        break
                 before = task.emit_count
                 try:
                     next_tuple()
@@ -270,6 +282,7 @@ class SpoutExecutor(Executor[SpoutTask]):
                 if task.emit_count == before:
                     break
                 emitted += task.emit_count - before
+                room -= task.emit_count - before
                 if task.component is None:
                     break
         return emitted

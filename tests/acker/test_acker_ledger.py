@@ -148,3 +148,31 @@ def test_one_ack_init_message_carries_many_trees() -> None:
     assert len(ledger) == 1
     assert ledger.apply_batch([("__ack_fail", 4, [3], None)]) == [("fail", 3, 7)]
     assert len(ledger) == 0
+
+
+def test_apply_batch_finds_trees_of_older_generations_and_keeps_new_ones_in_the_newest() -> None:
+    ledger = Ledger(num_buckets=3)
+    assert ledger.apply_batch([("__ack_init", 1, [1, 5, 7, 2, 6, 7], None), ("__ack_ack", 2, [3, 9], None)]) == []
+    assert ledger.rotate() == []                # trees 1, 2 and the early ack of 3: one generation older
+    got = ledger.apply_batch([
+        ("__ack_init", 1, [4, 8, 7, 3, 9, 7], None),   # 4 new; 3's init finds its early ack: done
+        ("__ack_ack", 2, [1, 5, 5, 11], None),          # 1 (older) completes; 5 acks before its init
+        ("__ack_fail", 2, [2], None),                   # 2 (older) fails
+    ])
+    assert got == [(ACKED, 3, 7), (ACKED, 1, 7), (FAILED, 2, 7)]
+    assert len(ledger) == 2                      # 4 and the early ack of 5, both in the newest generation
+    assert ledger.rotate() == [] and ledger.rotate() == []
+    assert sorted(ledger.rotate()) == [4, 5]
+
+
+def test_rotating_map_moves_a_key_put_again_into_the_newest_generation() -> None:
+    rmap: RotatingMap[int, str] = RotatingMap(3)
+    rmap.put(1, "a")
+    rmap.put(2, "b")
+    assert rmap.rotate() == []
+    assert rmap.older() == [{1: "a", 2: "b"}] and rmap.newest() == {}
+    rmap.put(1, "c")                             # moved, not duplicated: it must not expire early
+    assert len(rmap) == 2 and rmap.get(1) == "c" and 1 in rmap
+    assert rmap.pop(2) == "b" and rmap.older() == [] and len(rmap) == 1
+    assert rmap.rotate() == [] and rmap.rotate() == []   # the first put's generation is gone; this one is not
+    assert rmap.rotate() == [(1, "c")] and len(rmap) == 0

@@ -90,6 +90,12 @@ class RowsToParquet(Topology):
     sink = SparkSinkBolt.spec(inputs=[rows])
 
 
+class TwoTaskRowsToParquet(Topology):
+    """One spout executor with two tasks: its batches to the sink interleave two source tasks."""
+    rows = RowSpout.spec(config={"topology.tasks": 2})
+    sink = SparkSinkBolt.spec(inputs=[rows])
+
+
 class RowsToFailingSink(Topology):
     rows = RowSpout.spec()
     sink = FailFirstBatchSink.spec(inputs=[rows])
@@ -152,6 +158,21 @@ def test_rows_in_parquet_equal_the_tuples_emitted(spark: Any, spark_conf: Conf, 
     assert sink.metrics["rows"] == n and sink.metrics["failed_batches"] == 0
     assert sink.metrics["batches"] >= 3 and sink.metrics["last_batch_id"] == sink.metrics["batches"]
     assert sink.metrics["spark_secs_per_batch"] > 0
+
+
+def test_batches_mixing_source_tasks_are_split_by_task_and_every_row_is_written_once(spark: Any, spark_conf: Conf,
+        tmp_path: Path, running: Any) -> None:
+    n = 1500
+    local = running(TwoTaskRowsToParquet, "sink-two-tasks", run_conf(tmp_path, spark_conf, **{
+        "test.rows": n, "spark.sink.batch.size": 700, "spark.sink.batch.secs": 1}))
+    spouts = components(local, "rows")
+    assert len(spouts) == 2
+    wait_until(lambda: all(len(s.acked) == n for s in spouts), WAIT_SECS, f"all {n} rows of both tasks acked")
+    stats = next(s for s in local.runtime.stats().values() if s["component"] == "sink")
+    local.stop()
+    assert read_rows(spark, tmp_path / "out") == sorted([(i, f"w{i % 7}", i * 10) for i in range(n)] * 2)
+    assert all(s.failed == [] for s in spouts)
+    assert stats["executed"] == {"rows:default": 2 * n} and stats["acked"] == {"rows:default": 2 * n}
 
 
 def test_a_sink_that_overrides_process_gets_tuples_and_writes_what_it_keeps(spark: Any, spark_conf: Conf,
