@@ -28,7 +28,16 @@ after the other.
 Who writes: pyarrow (``stormpy.spark.arrow_writer``, no Spark job and no JVM) for Parquet/JSON
 on a local path with the embedded Spark, else Spark (``spark.state.writer``). Through Spark
 Connect the executors write the staging directory and this worker publishes it with renames on
-its own mount of the output.
+its own mount of the output. How a Spark job gets its rows (``spark.state.handover``): through
+Spark Connect or a cluster master, with the output on a path this worker writes (a local disk or
+a shared mount, which every executor must see anyway), the worker writes the batch or group as an
+uncompressed Parquet file into a hidden ``<staging>-in`` directory and the job reads that file
+(``spark.read.parquet``) and writes it in the requested format: the rows do not travel inside
+the job's plan (Spark Connect's ``LocalRelation`` costs the server's driver ~4 us a row). The
+hand-over directory is removed once the job is done, whether it succeeded or not; one left by a
+dead worker goes with the partition's other orphaned staging directories. Columns whose
+Parquet round trip Spark reads differently (``arrow_writer.handover_compatible``) keep the
+Arrow hand-over.
 
 The test hook ``spark.state.test.die.after.write: <txid>`` makes the first task that publishes
 that txid SIGKILL its own worker after the renames and before the commit completes (once per
@@ -182,6 +191,7 @@ class SparkBatchState(State):
         self._root: str | None = None
         self._arrow: bool | None = None  # pyarrow writes the files (no Spark job); decided at the first batch
         self._arrow_checked = False
+        self._parquet: bool | None = None  # Spark jobs read staged Parquet (``_parquet_handover``)
         self._convert_lock = threading.Lock()   # one conversion at a time; writes run side by side
         self._running = 0                     # pool tasks writing now (under ``_group_lock``)
         # writes = Spark jobs (or Arrow group writes); grouped = batches written by them;
@@ -393,25 +403,33 @@ class SparkBatchState(State):
             if TXID_COLUMN in self._converter.names:
                 raise ValueError(f"SparkState: a field may not be named {TXID_COLUMN!r} (it splits commit groups); "
                                  f"rename it or set {MAX_PER_WRITE_KEY}: 1")
-            df = self._group_dataframe(spark, full)
+            table, schema = self._group_table(full)
+            df = None if self._parquet_handover(table) else self._dataframe(spark, table, schema)
             self._ensure_files(df)
             group.root = self._batches.new_staging(full[0].txid)
-        if not self.factory.partition_by:
-            df = df.coalesce(1)   # one file per batch, as for a single batch
-        writer = df.write.format(self.factory.format).mode("error").partitionBy(TXID_COLUMN,
-                                                                                 *self.factory.partition_by)
-        if self.factory.options:
-            writer = writer.options(**self.factory.options)
+        handed = None
         try:
+            if df is None:
+                df, handed = self._handed_over(spark, table, schema, group.root)
+            if not self.factory.partition_by:
+                df = df.coalesce(1)   # one file per batch, as for a single batch
+            writer = df.write.format(self.factory.format).mode("error").partitionBy(TXID_COLUMN,
+                                                                                     *self.factory.partition_by)
+            if self.factory.options:
+                writer = writer.options(**self.factory.options)
             writer.save(self._batches.staging_uri(group.root))
         except BaseException:
             self._batches.discard(group.root)
             raise
+        finally:
+            if handed is not None:
+                self._batches.discard(handed)
         self.stats["spark_secs_last"] = time.monotonic() - started
         return {m.txid: f"{group.root}/{TXID_COLUMN}={m.txid}" if m.rows else None for m in members}
 
-    def _group_dataframe(self, spark: Any, members: list[_Staged]) -> Any:
-        """One DataFrame of every member's rows plus a ``TXID_COLUMN``, from one Arrow table."""
+    def _group_table(self, members: list[_Staged]) -> tuple[Any, Any]:
+        """One Arrow table of every member's rows plus a ``TXID_COLUMN``, and its Spark schema
+        (None: inferred from the table)."""
         import pyarrow as pa
 
         converter = self._converter
@@ -427,6 +445,10 @@ class SparkBatchState(State):
         if schema is not None:
             from pyspark.sql.types import LongType, StructField, StructType
             schema = StructType([*schema.fields, StructField(TXID_COLUMN, LongType(), True)])
+        return table, schema
+
+    def _dataframe(self, spark: Any, table: Any, schema: Any) -> Any:
+        """``table`` as a DataFrame whose rows travel with the job (the Arrow hand-over)."""
         try:
             if self._handover is not None:
                 return self._handover.dataframe(table, schema)
@@ -435,6 +457,46 @@ class SparkBatchState(State):
             from stormpy.spark.convert import BatchConversionError
             raise BatchConversionError(f"Spark cannot take this batch's columns "
                                        f"({', '.join(f'{f.name} {f.type}' for f in table.schema)}): {exc}") from None
+
+    def _parquet_handover(self, table: Any) -> bool:
+        """Whether Spark jobs read their rows from a staged Parquet file (``spark.state.handover``);
+        decided at the first batch with rows, under ``_convert_lock``."""
+        if self._parquet is None:
+            from stormpy.config import SPARK_STATE_HANDOVER
+            from stormpy.spark import idempotent
+            from stormpy.spark.arrow_writer import handover_compatible, use_parquet_handover
+
+            shared = False
+            if self.factory.path is not None:
+                self._ensure_files(None)
+                shared = isinstance(self._batches.files, idempotent.LocalFiles)
+            chosen = use_parquet_handover(self.conf, SPARK_STATE_HANDOVER.name, shared_path=shared,
+                                          table=self.factory.table)
+            unfit = handover_compatible(table.schema) if chosen else None
+            if unfit is not None:
+                log.info("SparkState %s p%d: rows handed to Spark as Arrow, not Parquet: %s", self.namespace,
+                         self.partition, unfit)
+                chosen = False
+            log.info("SparkState %s p%d: Spark jobs take their rows %s", self.namespace, self.partition,
+                     "from staged Parquet files" if chosen else "as Arrow record batches")
+            self._parquet = chosen
+        return self._parquet
+
+    def _handed_over(self, spark: Any, table: Any, schema: Any, staging: str) -> tuple[Any, str]:
+        """Write ``table`` beside ``staging`` as uncompressed Parquet (pyarrow) and return a
+        DataFrame reading it, and the hand-over directory (removed by the caller after the job).
+
+        The directory shares the staging directory's name prefix, so a task taking the
+        partition over removes it with the other orphans (``BatchFiles.clean_staging``).
+        """
+        from stormpy.spark.arrow_writer import write_handover
+
+        handed = f"{staging}-in"
+        write_handover(table, self._batches.files.join(handed))
+        if schema is None:
+            from pyspark.sql.pandas.types import from_arrow_schema
+            schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=False)
+        return spark.read.schema(schema).parquet(self._batches.staging_uri(handed)), handed
 
     def _spark_write(self, rows: list, txid: int) -> str | None:
         """Convert and write one batch into a fresh staging directory; returns it (None: no rows).
@@ -455,24 +517,32 @@ class SparkBatchState(State):
             if not rows:
                 self._ensure_files(None)
                 return None
-            if self._converter is None:
+            converter = self._converter
+            if converter is None:
                 from stormpy.spark.convert import RowConverter, parse_schema
-                self._converter = RowConverter(rows[0].fields, parse_schema(spark, self.factory.schema))
-            df = self._converter.to_dataframe(spark, [t.values for t in rows], self._handover)
+                converter = self._converter = RowConverter(rows[0].fields, parse_schema(spark, self.factory.schema))
+            table = converter.to_table([t.values for t in rows])
+            df = None if self._parquet_handover(table) else converter.table_to_dataframe(spark, table, self._handover)
             self._ensure_files(df)
             staging = self._batches.new_staging(txid)
-        if not self.factory.partition_by:
-            df = df.coalesce(1)   # one file per batch (per partition_by directory otherwise)
-        writer = df.write.format(self.factory.format).mode("error")
-        if self.factory.options:
-            writer = writer.options(**self.factory.options)
-        if self.factory.partition_by:
-            writer = writer.partitionBy(*self.factory.partition_by)
+        handed = None
         try:
+            if df is None:
+                df, handed = self._handed_over(spark, table, converter.schema, staging)
+            if not self.factory.partition_by:
+                df = df.coalesce(1)   # one file per batch (per partition_by directory otherwise)
+            writer = df.write.format(self.factory.format).mode("error")
+            if self.factory.options:
+                writer = writer.options(**self.factory.options)
+            if self.factory.partition_by:
+                writer = writer.partitionBy(*self.factory.partition_by)
             writer.save(self._batches.staging_uri(staging))
         except BaseException:
             self._batches.discard(staging)
             raise
+        finally:
+            if handed is not None:
+                self._batches.discard(handed)
         self.stats["spark_secs_last"] = time.monotonic() - started
         return staging
 
