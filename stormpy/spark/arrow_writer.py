@@ -232,11 +232,11 @@ def handover_compatible(schema: pa.Schema) -> str | None:
 def write_handover(table: pa.Table, directory: str) -> None:
     """Write ``table`` as one uncompressed Parquet file into the new directory ``directory``.
 
-    Uncompressed: the file lives for one Spark job on the same machine or mount, so encoding it
-    smaller costs the worker CPU that nothing gets back.
+    Uncompressed and without dictionary encoding: the file lives for one Spark job on the same
+    machine or mount, so encoding it smaller costs the worker CPU that nothing gets back.
     """
     import pyarrow.parquet as pq
 
     os.makedirs(directory, exist_ok=False)
-    pq.write_table(table, os.path.join(directory, HANDOVER_FILE), compression="NONE")
+    pq.write_table(table, os.path.join(directory, HANDOVER_FILE), compression="NONE", use_dictionary=False)
 

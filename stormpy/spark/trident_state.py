@@ -66,6 +66,13 @@ DIE_AFTER_WRITE_KEY = cfg.SPARK_STATE_TEST_DIE_AFTER_WRITE.name
 MAX_INFLIGHT_KEY = cfg.SPARK_SINK_MAX_INFLIGHT_BATCHES.name
 MAX_PER_WRITE_KEY = cfg.SPARK_STATE_MAX_BATCHES_PER_WRITE.name
 TXID_COLUMN = "stormpy_txid"   # splits a commit group's staging directory; never published
+#: Hadoop committer settings of SparkState's own Spark jobs (writer options reach the job's Hadoop
+#: configuration; the user's ``options`` win). A job writes a hidden staging directory that is
+#: published by stormpy's renames only after the job succeeded, and discarded otherwise, so the
+#: committer's second rename pass (algorithm 1) and its ``_SUCCESS`` marker buy nothing here:
+#: ~0.05 s of the Spark driver's CPU per job measured through Spark Connect.
+JOB_OPTIONS = {"mapreduce.fileoutputcommitter.algorithm.version": "2",
+               "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
 _WAIT_LOG_SECS = 30.0
 
 
@@ -415,8 +422,7 @@ class SparkBatchState(State):
                 df = df.coalesce(1)   # one file per batch, as for a single batch
             writer = df.write.format(self.factory.format).mode("error").partitionBy(TXID_COLUMN,
                                                                                      *self.factory.partition_by)
-            if self.factory.options:
-                writer = writer.options(**self.factory.options)
+            writer = writer.options(**{**JOB_OPTIONS, **self.factory.options})
             writer.save(self._batches.staging_uri(group.root))
         except BaseException:
             self._batches.discard(group.root)
@@ -532,8 +538,7 @@ class SparkBatchState(State):
             if not self.factory.partition_by:
                 df = df.coalesce(1)   # one file per batch (per partition_by directory otherwise)
             writer = df.write.format(self.factory.format).mode("error")
-            if self.factory.options:
-                writer = writer.options(**self.factory.options)
+            writer = writer.options(**{**JOB_OPTIONS, **self.factory.options})
             if self.factory.partition_by:
                 writer = writer.partitionBy(*self.factory.partition_by)
             writer.save(self._batches.staging_uri(staging))
