@@ -145,7 +145,7 @@ class SparkStateUpdater(StateUpdater):
 class _Staged:
     """One attempt's write: the future of its staging directory (None: empty batch)."""
 
-    __slots__ = ("txid", "tuples", "rows", "count", "future", "group")
+    __slots__ = ("txid", "tuples", "rows", "count", "future", "group", "table")
 
     def __init__(self, txid: int, tuples: list) -> None:
         self.txid = txid
@@ -154,6 +154,7 @@ class _Staged:
         self.count = len(tuples)
         self.future: Future = Future()
         self.group: _Group | None = None
+        self.table: Future | None = None   # its Arrow table, converted ahead of its write (``_prepare``)
 
 
 class _Group:
@@ -185,6 +186,7 @@ class SparkBatchState(State):
         die = conf.get(DIE_AFTER_WRITE_KEY)
         self.die_after_txid = None if die in (None, "", False) else int(die)
         self._pool: ThreadPoolExecutor | None = None
+        self._prep: ThreadPoolExecutor | None = None   # converts batches while a Spark job runs
         self._staged: dict[int, _Staged] = {}
         self._groups: list[_Group] = []       # handed to the pool and not finished
         self._open: _Group | None = None      # queued behind busy writers: later batches may join it
@@ -202,9 +204,9 @@ class SparkBatchState(State):
         self._convert_lock = threading.Lock()   # one conversion at a time; writes run side by side
         self._running = 0                     # pool tasks writing now (under ``_group_lock``)
         # writes = Spark jobs (or Arrow group writes); grouped = batches written by them;
-        # max_inflight_seen = most writes that ran at once
+        # max_inflight_seen = most writes that ran at once; prepared = batches converted ahead of their write
         self.stats = {"batches": 0, "rows": 0, "replaced_batches": 0, "spark_secs_last": 0.0,
-                      "writes": 0, "grouped": 0, "largest_group": 0, "max_inflight_seen": 0}
+                      "writes": 0, "grouped": 0, "largest_group": 0, "max_inflight_seen": 0, "prepared": 0}
 
     # ----------------------------------------------------------------- the State contract
     def begin_commit(self, txid: int) -> None:
@@ -233,6 +235,9 @@ class SparkBatchState(State):
         self._open = None
         if pool is not None:
             pool.shutdown(wait=False)
+        prep, self._prep = self._prep, None
+        if prep is not None:
+            prep.shutdown(wait=False)
         if self._spark is not None:
             from stormpy.spark.session import release_session
             self._spark = None
@@ -290,6 +295,7 @@ class SparkBatchState(State):
 
     def _enqueue(self, staged: _Staged) -> None:
         """Join the group queued behind busy writers, or start a group of its own (bounded)."""
+        self._prepare(staged)
         with self._group_lock:
             group = self._open
             if (group is not None and not group.started and len(group.members) < self.max_per_write
@@ -308,6 +314,22 @@ class SparkBatchState(State):
                                             thread_name_prefix=f"spark-state-p{self.partition}")
         self._groups.append(group)
         group.future = self._pool.submit(self._write_group, group)
+
+    def _prepare(self, staged: _Staged) -> None:
+        """Convert the batch to Arrow on the preparing thread now, while the Spark job in front
+        of it runs, instead of at the start of its own job: the conversion (Python) leaves the
+        writer's critical path. Only once the Parquet hand-over is chosen (``_parquet_handover``);
+        the first batches convert in their write, as before."""
+        if not (self._parquet and self._arrow is False and staged.rows):
+            return
+        if self._prep is None:
+            self._prep = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"spark-state-prep-p{self.partition}")
+        staged.table = self._prep.submit(self._convert, staged.rows)
+        self.stats["prepared"] += 1
+
+    def _convert(self, rows: list) -> Any:
+        with self._convert_lock:
+            return self._converter.to_table([t.values for t in rows])
 
     def _wait_for_room(self) -> None:
         """At most ``max_inflight`` groups being written and one queued behind them (which later
@@ -369,7 +391,9 @@ class SparkBatchState(State):
         began = time.monotonic()
         try:
             if len(members) == 1:
-                results = {members[0].txid: self._spark_write(members[0].rows, members[0].txid)}
+                first = members[0]
+                prepared = first.table.result() if first.table is not None else None
+                results = {first.txid: self._spark_write(first.rows, first.txid, prepared)}
             else:
                 results = self._write_together(group, members)
         except BaseException as exc:  # noqa: BLE001 - each member's commit raises it
@@ -399,6 +423,8 @@ class SparkBatchState(State):
             return {m.txid: self._spark_write(m.rows, m.txid) for m in members}
         spark = self._ensure_spark()
         started = time.monotonic()
+        # tables converted ahead (``_prepare``), fetched before taking the lock their thread needs
+        prepared = {m.txid: m.table.result() for m in members if m.table is not None}
         with self._convert_lock:
             full = [m for m in members if m.rows]
             if not full:
@@ -410,7 +436,7 @@ class SparkBatchState(State):
             if TXID_COLUMN in self._converter.names:
                 raise ValueError(f"SparkState: a field may not be named {TXID_COLUMN!r} (it splits commit groups); "
                                  f"rename it or set {MAX_PER_WRITE_KEY}: 1")
-            table, schema = self._group_table(full)
+            table, schema = self._group_table(full, prepared)
             df = None if self._parquet_handover(table) else self._dataframe(spark, table, schema)
             self._ensure_files(df)
             group.root = self._batches.new_staging(full[0].txid)
@@ -433,7 +459,7 @@ class SparkBatchState(State):
         self.stats["spark_secs_last"] = time.monotonic() - started
         return {m.txid: f"{group.root}/{TXID_COLUMN}={m.txid}" if m.rows else None for m in members}
 
-    def _group_table(self, members: list[_Staged]) -> tuple[Any, Any]:
+    def _group_table(self, members: list[_Staged], prepared: dict[int, Any]) -> tuple[Any, Any]:
         """One Arrow table of every member's rows plus a ``TXID_COLUMN``, and its Spark schema
         (None: inferred from the table)."""
         import pyarrow as pa
@@ -441,7 +467,9 @@ class SparkBatchState(State):
         converter = self._converter
         tables = []
         for member in members:
-            table = converter.to_table([t.values for t in member.rows])
+            table = prepared.get(member.txid)
+            if table is None:
+                table = converter.to_table([t.values for t in member.rows])
             tables.append(table.append_column(TXID_COLUMN, pa.array([member.txid] * table.num_rows, pa.int64())))
         # the column types are fixed by the first batch that has a value; an earlier all-null
         # string column of a later-typed one is cast to the final types before concatenating
@@ -504,7 +532,7 @@ class SparkBatchState(State):
             schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=False)
         return spark.read.schema(schema).parquet(self._batches.staging_uri(handed)), handed
 
-    def _spark_write(self, rows: list, txid: int) -> str | None:
+    def _spark_write(self, rows: list, txid: int, prepared: Any = None) -> str | None:
         """Convert and write one batch into a fresh staging directory; returns it (None: no rows).
 
         Up to ``max_inflight`` of these run at once on the pool's threads: the conversion (Python,
@@ -527,7 +555,7 @@ class SparkBatchState(State):
             if converter is None:
                 from stormpy.spark.convert import RowConverter, parse_schema
                 converter = self._converter = RowConverter(rows[0].fields, parse_schema(spark, self.factory.schema))
-            table = converter.to_table([t.values for t in rows])
+            table = prepared if prepared is not None else converter.to_table([t.values for t in rows])
             df = None if self._parquet_handover(table) else converter.table_to_dataframe(spark, table, self._handover)
             self._ensure_files(df)
             staging = self._batches.new_staging(txid)

@@ -139,7 +139,7 @@ def test_spark_state_through_connect_hands_rows_over_as_parquet_and_leaves_no_st
         commit(6, [TridentTuple(["x", 6], index)])   # a batch written at its commit
         commit(6, [TridentTuple(["w", 60], index)])  # and its replay
         assert state._parquet is True and state._arrow is False, (state._parquet, state._arrow)
-        assert state.stats["largest_group"] >= 2, state.stats
+        assert state.stats["largest_group"] >= 2 and state.stats["prepared"] >= 1, state.stats
         assert leftovers() == [], leftovers()
         spark = state._spark
         result = sorted((r["word"], r["n"]) for r in spark.read.parquet(OUT).collect())
