@@ -250,7 +250,7 @@ def connect_part(args: argparse.Namespace) -> None:
 
     print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--batch-sizes", args.batch_sizes,
                              "--rounds", str(args.rounds), "--topology-secs", str(args.topology_secs),
-                             "--connect-pending", str(args.connect_pending),
+                             "--connect-pending", str(args.connect_pending), "--warm-secs", str(args.warm_secs),
                              *[f"--connect-conf={c}" for c in args.connect_conf]]), flush=True)
 
 
@@ -288,10 +288,14 @@ def connect_child(args: argparse.Namespace) -> None:
     if state_log.getEffectiveLevel() > logging.INFO:
         state_log.setLevel(logging.INFO)
     # held for the whole child, as a worker holds its session: every topology shares it, and a
-    # few writes first warm the server's JIT so that the first measured size is not the cold one
+    # few writes and a short run of the SparkState topology first warm the server's JIT on the
+    # code the measured runs take (the hand-over chosen, commit groups), so that the first
+    # measured size is not the cold one
     spark = spark_session.acquire_session(conf)
     try:
         direct(spark, chunks(make_rows(40_000), 10_000), work / "warm")
+        through_topology(conf, SparkState(path=str(work / "warm-state")), SparkState.updater(), 10_000,
+                         args.warm_secs, "warm", pending)
         for size in [int(s) for s in args.batch_sizes.split(",")]:
             got: dict[str, list[float]] = {"connect": [], "discard": [], "connect_cpu": [], "discard_cpu": [],
                                        "connect_jvm_share": []}
@@ -346,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-topology", action="store_true")
     parser.add_argument("--sync-too", action="store_true", help="also the topology with every write at the commit")
     parser.add_argument("--wc-secs", type=float, default=10.0, help="seconds per word-count run (0: skip)")
-    parser.add_argument("--no-spark", action="store_true")
+    parser.add_argument("--no-spark", action="store_true",
+                        help="skip the embedded Spark part (with --connect: only the Spark Connect part)")
     parser.add_argument("--connect", default=None, metavar="sc://HOST:PORT",
                         help="also the topology into SparkState through this Spark Connect server ('start': one "
                              "started from the pyspark wheel, its driver on --master)")
@@ -356,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect-conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a config key of the SparkState topology in the Spark Connect part (repeatable; "
                              "over the recommended " + ", ".join(f"{k}={v}" for k, v in CONNECT_CONF.items()) + ")")
+    parser.add_argument("--warm-secs", type=float, default=4.0,
+                        help="seconds of an unmeasured SparkState topology run that warms the Spark Connect "
+                             "server before the measured ones")
     parser.add_argument("--connect-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

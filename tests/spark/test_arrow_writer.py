@@ -113,3 +113,25 @@ def test_choice_of_writer():
                          fmt="parquet", path="/x", options={})
     with pytest.raises(ConfigError, match="must be one of auto, arrow, spark"):
         use_arrow_writer({"spark.state.writer": "fast"}, "spark.state.writer", fmt="parquet", path="/x", options={})
+
+
+def test_choice_of_handover():
+    from stormpy.spark.arrow_writer import handover_compatible, use_parquet_handover
+
+    key = "spark.state.handover"
+    connect = {"spark.remote": "sc://h:15002"}
+    assert use_parquet_handover(connect, key, shared_path=True, table=None)
+    assert use_parquet_handover({"spark.master": "spark://h:7077"}, key, shared_path=True, table=None)
+    assert not use_parquet_handover({"spark.master": "local[2]"}, key, shared_path=True, table=None)
+    assert use_parquet_handover({"spark.master": "local[2]", key: "parquet"}, key, shared_path=True, table=None)
+    assert not use_parquet_handover({**connect, key: "arrow"}, key, shared_path=True, table=None)
+    assert not use_parquet_handover(connect, key, shared_path=False, table=None)
+    assert not use_parquet_handover(connect, key, shared_path=False, table="db.t")
+    with pytest.raises(ConfigError, match="parquet needs a SparkState path"):
+        use_parquet_handover({**connect, key: "parquet"}, key, shared_path=False, table="db.t")
+    with pytest.raises(ConfigError, match="must be one of auto, parquet, arrow"):
+        use_parquet_handover({key: "csv"}, key, shared_path=True, table=None)
+    import pyarrow as pa
+    assert handover_compatible(pa.schema([("w", pa.string()), ("n", pa.int64()), ("l", pa.list_(pa.float64()))])) is None
+    assert "timestamp" in handover_compatible(pa.schema([("t", pa.timestamp("us"))]))
+    assert "uint64" in handover_compatible(pa.schema([("u", pa.uint64())]))

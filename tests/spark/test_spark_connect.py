@@ -106,6 +106,62 @@ def test_spark_state_commit_group_through_connect_is_one_job_and_each_txid_stays
     assert last == str(sorted([(w, t) for t in range(1, 6) for w in ("x", "y")] + [("z", 6)]))
 
 
+def test_spark_state_through_connect_hands_rows_over_as_parquet_and_leaves_no_staging_files(
+        connect: SparkConnectServer, tmp_path: Path) -> None:
+    """The default through Connect: each job reads its rows from a Parquet file staged beside the
+    output; single batches, a commit group, a replay and a failed job all leave nothing behind."""
+    last = run_client("""
+        import os
+        from stormpy.trident import SparkState
+        from stormpy.trident.operations import TridentTuple
+
+        def leftovers():
+            staging = os.path.join(OUT, "_stormpy_staging")
+            return sorted(os.listdir(staging)) if os.path.isdir(staging) else []
+
+        factory = SparkState(path=OUT, partition_by="word")
+        state = factory.make_state({"spark.remote": REMOTE, "topology.name": "t", "spark.sink.max.inflight.batches": 1,
+                                    "spark.state.max.batches.per.write": 8}, None, 0, 1)
+        index = {"word": 0, "n": 1}
+        updater = SparkState.updater()
+
+        def commit(txid, batch):
+            state.begin_commit(txid)
+            updater.update_state(state, batch, None)
+            state.commit(txid)
+
+        batches = {t: [TridentTuple([w, t], index) for w in ("x", "y")] for t in range(1, 6)}
+        for txid in range(1, 6):
+            updater.batch_complete(state, txid, batches[txid])
+        for txid in range(1, 5):
+            commit(txid, batches[txid])
+        commit(5, [TridentTuple(["z", 5], index)])   # txid 5 replayed with other rows: replaces them
+        commit(6, [TridentTuple(["x", 6], index)])   # a batch written at its commit
+        commit(6, [TridentTuple(["w", 60], index)])  # and its replay
+        assert state._parquet is True and state._arrow is False, (state._parquet, state._arrow)
+        assert state.stats["largest_group"] >= 2 and state.stats["prepared"] >= 1, state.stats
+        assert leftovers() == [], leftovers()
+        spark = state._spark
+        result = sorted((r["word"], r["n"]) for r in spark.read.parquet(OUT).collect())
+        state.close()
+
+        failing = SparkState(path=OUT + "-bad", options={"compression": "no-such-codec"}).make_state(
+            {"spark.remote": REMOTE, "topology.name": "t"}, None, 0, 1)
+        try:
+            failing.begin_commit(1)
+            updater.update_state(failing, [TridentTuple(["a", 1], index)], None)
+        except Exception as exc:
+            assert "no-such-codec" in str(exc), exc
+        else:
+            raise AssertionError("the write with an unknown codec did not fail")
+        assert failing._parquet is True
+        assert not os.path.isdir(OUT + "-bad/_stormpy_staging") or not os.listdir(OUT + "-bad/_stormpy_staging")
+        failing.close()
+        print(result)
+        """, connect.remote, tmp_path / "out")
+    assert last == str(sorted([(w, t) for t in range(1, 5) for w in ("x", "y")] + [("z", 5), ("w", 60)]))
+
+
 TOPOLOGY_ON_S3 = """
 from stormpy.trident import BatchSpout, SparkState, TridentTopology
 

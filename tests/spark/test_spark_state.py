@@ -245,3 +245,76 @@ def test_importing_trident_does_not_import_pyspark():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def staged_leftovers(out: Path) -> list[str]:
+    staging = out / "_stormpy_staging"
+    return sorted(p.name for p in staging.iterdir()) if staging.exists() else []
+
+
+@pytest.mark.parametrize("fmt, partition_by, schema", [("parquet", None, None), ("csv", "word", None),
+                                                       ("parquet", None, "word STRING, n INT")])
+def test_parquet_handover_groups_and_replays_leave_no_staging_files(spark, spark_conf, tmp_path, fmt, partition_by,
+                                                                     schema):
+    """``spark.state.handover: parquet``: each Spark job reads the rows from a Parquet file the
+    state wrote beside the output; the file is gone after the job, replays still replace."""
+    out = tmp_path / "out"
+    options = {"header": True} if fmt == "csv" else None
+    factory = SparkState(path=str(out), format=fmt, partition_by=partition_by, schema=schema, options=options,
+                         max_inflight=1)
+    state = factory.make_state({**spark_conf, "topology.name": "t", "spark.state.writer": "spark",
+                                "spark.state.handover": "parquet", "spark.state.max.batches.per.write": 8},
+                               None, 0, 1)
+    try:
+        updater = SparkState.updater()
+        batches = {txid: tuples([(w, txid) for w in ("x", "y")]) for txid in range(1, 6)}
+        for txid in range(1, 6):
+            updater.batch_complete(state, txid, batches[txid])
+        for txid in range(1, 5):
+            commit(state, txid, batches[txid], stage=False)
+        commit(state, 5, tuples([("z", 5)]))   # txid 5 replayed with other rows: replaces its group member
+        assert state._parquet is True and state.stats["largest_group"] >= 2, state.stats
+        reader = spark.read.format(fmt).options(**(options or {}))
+        if schema:
+            reader = reader.schema("word STRING, n INT")
+        rows = reader.load(str(out)).select(*FIELDS).collect()
+        assert sorted((r["word"], int(r["n"])) for r in rows) == sorted(
+            [(w, t) for t in range(1, 5) for w in ("x", "y")] + [("z", 5)])
+        if schema:
+            assert dict(spark.read.parquet(str(out)).dtypes)["n"] == "int"
+        state.close()
+        assert staged_leftovers(out) == [], "hand-over files and staging directories are removed"
+    finally:
+        state.close()
+
+
+def test_a_failed_job_removes_its_parquet_handover_files(spark, spark_conf, tmp_path):
+    out = tmp_path / "out"
+    factory = SparkState(path=str(out), options={"compression": "no-such-codec"}, max_inflight=1)
+    state = factory.make_state({**spark_conf, "topology.name": "t", "spark.state.writer": "spark",
+                                "spark.state.handover": "parquet"}, None, 0, 1)
+    try:
+        with pytest.raises(Exception, match="no-such-codec"):
+            commit(state, 1, tuples([("a", 1)]))
+        assert state._parquet is True
+        assert staged_leftovers(out) == []
+    finally:
+        state.close()
+
+
+def test_timestamp_columns_keep_the_arrow_handover(spark, spark_conf, tmp_path):
+    import datetime
+
+    out = tmp_path / "out"
+    factory = SparkState(path=str(out))
+    state = factory.make_state({**spark_conf, "topology.name": "t", "spark.state.writer": "spark",
+                                "spark.state.handover": "auto", "spark.master": "spark://nowhere:7077"}, None, 0, 1)
+    # the session is the shared local one (already running); the master key only makes ``auto`` choose
+    try:
+        when = datetime.datetime(2026, 11, 26, 3, 0, tzinfo=datetime.timezone.utc)
+        commit(state, 1, tuples([("a", when)]))
+        assert state._parquet is False
+        assert spark.read.parquet(str(out)).count() == 1
+        assert dict(spark.read.parquet(str(out)).dtypes)["n"] == "timestamp"
+    finally:
+        state.close()
