@@ -88,14 +88,14 @@ def test_received_tuples_are_whole_tuples_and_short_strings_share_their_values()
     ex, task = _bolt(runtime)
     words, pairs = _src(runtime, "words"), _src(runtime, "pairs")
     long_text = "x" * 500
-    task.driver.on_messages([(DEFAULT_STREAM, words, ["storm"], {11: 12}), (DEFAULT_STREAM, words, ["storm"], None),
+    task.driver.on_messages([(DEFAULT_STREAM, words, ["storm"], (11, 12)), (DEFAULT_STREAM, words, ["storm"], None),
                              (DEFAULT_STREAM, words, [1], None), (DEFAULT_STREAM, words, [True], None),
                              (DEFAULT_STREAM, words, [long_text], None), (DEFAULT_STREAM, words, [long_text], None),
                              (DEFAULT_STREAM, pairs, ["p", "q"], None), (DEFAULT_STREAM, pairs, ["p", "q"], None)])
     first, second, one, true, long1, long2, pair1, pair2 = SEEN
     assert all(isinstance(t, Tuple) for t in SEEN)
     assert (first.component, first.stream, first.task, first._anchors, first.id) == ("words", DEFAULT_STREAM, words,
-                                                                                    {11: 12}, 12)
+                                                                                    (11, 12), 12)
     assert first.values.word == "storm" and first.values == ("storm",) and first.values._fields == ("word",)
     assert second.values is first.values, "a repeated short string shares its values"
     assert second.id is None and second._ack_val == 0 and second._recv == 0.0
@@ -110,8 +110,8 @@ def test_executed_and_acked_are_exact_with_acks_in_process_unknown_streams_and_t
     runtime, _ = _runtime()
     ex, task = _bolt(runtime)
     words, pairs = _src(runtime, "words"), _src(runtime, "pairs")
-    batch = [(DEFAULT_STREAM, words, ["a"], {1: 2}), (DEFAULT_STREAM, words, ["ack-me"], {3: 4}),
-             ("nobody-subscribes", words, ["z"], None), (DEFAULT_STREAM, words, ["hold-me"], {5: 6}),
+    batch = [(DEFAULT_STREAM, words, ["a"], (1, 2)), (DEFAULT_STREAM, words, ["ack-me"], (3, 4)),
+             ("nobody-subscribes", words, ["z"], None), (DEFAULT_STREAM, words, ["hold-me"], (5, 6)),
              (DEFAULT_STREAM, pairs, ["p", "q"], None), (DEFAULT_STREAM, pairs, ["ack-me", "q"], None),
              (DEFAULT_STREAM, words, ["b"], None)]
     task.driver.on_messages(batch)
@@ -130,7 +130,7 @@ def test_held_tuples_are_executed_but_not_acked() -> None:
     ex, task = _bolt(runtime)
     task.driver.auto_ack = False   # as for a bolt with ``auto_ack = False``
     words = _src(runtime, "words")
-    task.driver.on_messages([(DEFAULT_STREAM, words, ["a"], {1: 2}), (DEFAULT_STREAM, words, ["ack-me"], {3: 4}),
+    task.driver.on_messages([(DEFAULT_STREAM, words, ["a"], (1, 2)), (DEFAULT_STREAM, words, ["ack-me"], (3, 4)),
                              (DEFAULT_STREAM, words, ["b"], None)])
     key = ("words", DEFAULT_STREAM)
     assert dict(ex.stats.executed) == {key: 3}
