@@ -178,3 +178,35 @@ def test_one_target_emits_are_counted_before_each_batch_and_at_flush() -> None:
     ex.flush()
     assert counter == [9, 9]
     assert ex.stats.totals()["emitted"] == 9
+
+
+def test_a_step_joins_queued_batches_for_one_task_in_order_and_keeps_control_calls_in_place() -> None:
+    """Batches queued for one task reach its driver as one batch (issue 24: parallelism 2 sends
+    more, smaller batches) while the joined one holds fewer than ``topology.transfer.batch.size``
+    messages; a control call
+    ends the join and runs between the batches around it; the received lists are not changed."""
+    SEEN.clear()
+    runtime, _ = _runtime(**{"topology.transfer.batch.size": 5})
+    ex, task = _bolt(runtime)
+    words, pairs = _src(runtime, "words"), _src(runtime, "pairs")
+    calls: list[list[Any]] = []
+    deliver = ex._on_messages
+    ex._on_messages = lambda t, messages: (calls.append(list(messages)), deliver(t, messages))  # type: ignore[method-assign]
+    order: list[str] = []
+    first = [(DEFAULT_STREAM, words, ["a"], (1, 2)), (DEFAULT_STREAM, words, ["b"], (1, 3))]
+    second = [(DEFAULT_STREAM, pairs, ["c", "d"], None)]
+    third = [(DEFAULT_STREAM, words, [w], None) for w in ("e", "f", "g")]
+    fourth = [(DEFAULT_STREAM, words, ["h"], None)]
+    last = [(DEFAULT_STREAM, words, ["i"], None)]
+    for batch in (first, second, third, fourth):
+        ex.enqueue(task.task_id, batch)
+    ex.call_soon(lambda: order.append(f"control after {len(SEEN)} tuples"))
+    ex.enqueue(task.task_id, last)
+    assert ex.queued == 8
+    assert ex.step() == 0.0
+    assert [[m[2][0] for m in c] for c in calls] == [["a", "b", "c", "e", "f", "g"], ["h"], ["i"]]
+    assert order == ["control after 7 tuples"]
+    assert [t.values[0] for t in SEEN] == list("abcefghi")
+    assert len(first) == 2 and len(second) == 1 and len(third) == 3, "the received lists are kept"
+    assert ex.queued == 0 and ex.queue.empty()
+    assert dict(ex.stats.executed) == {("words", DEFAULT_STREAM): 7, ("pairs", DEFAULT_STREAM): 1}
