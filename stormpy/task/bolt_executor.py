@@ -44,6 +44,7 @@ _MAX_SLICE = 1 << 16
 _SLOW_SLICE_SECS = 0.1
 _STEP_BATCHES = 64       # batches one scheduler step takes before the next executor's turn ...
 _STEP_SECS = 0.02        # ... or once it has worked this long
+_NO_DEADLINE = float("inf")   # an executor on its own thread: no other executor waits for it
 
 
 class BoltTask(TaskBase):
@@ -292,8 +293,6 @@ class BoltExecutor(Executor[BoltTask]):
     def _loop(self) -> None:
         queue = self.queue
         stop = self._stop
-        outbox = self.outbox
-        flush_secs = self.settings.flush_interval_secs
         wait = 0.0
         while not stop.is_set():
             # Idle executors flush at the end of each round, so the wait only needs to
@@ -304,14 +303,8 @@ class BoltExecutor(Executor[BoltTask]):
                 item = None
             if item is not None:
                 self._take(item)
-                for _ in range(64):  # keep going while busy, but let timers and flushes run
-                    try:
-                        item = queue.get_nowait()
-                    except Empty:
-                        break
-                    self._take(item)
-                    if outbox and time.monotonic() - self._last_flush >= flush_secs:
-                        self.flush()
+                # keep going while busy (batches joined), but let timers and flushes run
+                self._take_joined(_STEP_BATCHES, _NO_DEADLINE)
             now = time.monotonic()
             wait = self._run_timers(now)
             self._flush_if_due(now)
