@@ -1,6 +1,7 @@
 """Benchmark: word count under ``stormpy local`` against a raw SimpleQueue thread pipeline.
 
     python benchmarks/local_wordcount.py [--secs 10] [--warmup 2] [--par 1] [--per-call 1] [--only-topology]
+    python benchmarks/local_wordcount.py --par 2 --sentences 12000    # a fixed amount of work
 
 Topology: sentence spout -> split (shuffle) -> count (fields grouping on word), run once
 with acking (one acker) and once without (``topology.acker.executors: 0``). Printed: spout
@@ -13,6 +14,11 @@ figure), and the bare two-thread handoff (put/get only, DESIGN section 8's "Simp
 tuple" figure), with the ratios. Words per CPU-second (``time.process_time`` of the whole process
 over the measured seconds) are printed for the topology and the raw pipeline: on a shared,
 loaded machine they compare runs that wall-clock rates cannot.
+
+``--sentences N`` runs the acked topology alone until N sentences are acked, and prints the
+process's CPU time: a fixed amount of work, for instruction counts. Instructions per word are
+the difference of two runs under ``valgrind --tool=callgrind`` (say N = 12,000 and 2,000,
+which takes out start-up and shutdown) divided by the difference of their counted words.
 """
 from __future__ import annotations
 
@@ -66,6 +72,19 @@ class BenchSpout(Spout):
         self.started.pop(tup_id, None)
 
 
+class BoundedSpout(BenchSpout):
+    """``BenchSpout`` that stops emitting after ``bench.sentences`` sentences (``--sentences``)."""
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        super().initialize(stormconf, context)
+        self.limit = int(stormconf["bench.sentences"])
+
+    def next_tuple(self) -> None:
+        tup_id = next(self.ids)
+        if tup_id < self.limit:
+            self.emit([next(self.sentences)], tup_id=tup_id)
+
+
 class SplitBolt(Bolt):
     outputs = ["word"]
 
@@ -85,11 +104,11 @@ class CountBolt(Bolt):
         self.counts[tup.values[0]] += 1
 
 
-def bench_topology(par: int) -> type[Topology]:
+def bench_topology(par: int, spout: type[Spout] = BenchSpout) -> type[Topology]:
     """The word count with ``par`` executors for split and for count (one spout executor)."""
 
     class BenchTopology(Topology):
-        sentences = BenchSpout.spec(par=1)
+        sentences = spout.spec(par=1)
         split = SplitBolt.spec(inputs={sentences: Grouping.SHUFFLE}, par=par)
         count = CountBolt.spec(inputs={split: Grouping.fields("word")}, par=par)
 
@@ -141,6 +160,24 @@ def run_topology(reliable: bool, secs: float, warmup: float, par: int = 1, per_c
         result["p50_ms"] = statistics.median(samples)
         result["p99_ms"] = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
     return result
+
+
+def run_fixed(sentences: int, par: int) -> tuple[int, float]:
+    """Run the acked word count until ``sentences`` sentences are acked: (words counted, CPU
+    seconds of the process from start to the last ack)."""
+    words = sum(len(s.split()) for s in itertools.islice(itertools.cycle(SENTENCES), sentences))
+    overrides = {"topology.acker.executors": 1, "bench.reliable": True, "bench.sentences": sentences,
+                 "topology.max.spout.pending": 2000, "topology.message.timeout.secs": 600}
+    cpu0 = time.process_time()
+    local = LocalTopology(bench_topology(par, BoundedSpout), "bench", user_overrides=overrides)
+    local.start()
+    try:
+        while _spout_acked(local) < sentences or _count_executed(local, "count") < words:
+            time.sleep(0.02)
+        cpu = time.process_time() - cpu0
+    finally:
+        local.stop(drain_secs=5)
+    return words, cpu
 
 
 def _timed(targets: list[Any], counter: list[int], stop: threading.Event, secs: float,
@@ -258,8 +295,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="sentences per next_tuple() call (1: as users write spouts; cluster bench: 50)")
     parser.add_argument("--only-topology", action="store_true",
                         help="skip the raw pipelines (when comparing runs back to back)")
+    parser.add_argument("--sentences", type=int, default=0,
+                        help="run the acked topology until this many sentences are acked, print its CPU time")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.sentences < 0:
+        parser.error("--sentences must be 0 or more")
+    if args.sentences:
+        words, cpu = run_fixed(args.sentences, args.par)
+        print(f"stormpy local (split/count par {args.par}, acking on): {args.sentences:,} sentences, "
+              f"{words:,} words counted in {cpu:.2f} CPU-seconds (start to last ack)")
+        return 0
     handoff = handoff3 = raw = raw_cpu = 0.0
     if not args.only_topology:
         handoff = run_handoff(args.secs / 2)

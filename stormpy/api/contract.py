@@ -27,8 +27,8 @@ __all__ = ["BoltDriver", "BoltOutputCollector", "ComponentEngine", "IOutputColle
            "OutputCollector", "RawMessage", "SpoutOutputCollector"]
 
 #: A raw message as raw-batch drivers (the acker, Trident's bolts) receive it:
-#: ``(stream, source task, values, anchors)``, anchors ``None`` or ``{root id: edge id}``.
-RawMessage = tuple[str, int, list[Any], dict[int, int] | None]
+#: ``(stream, source task, values, anchors)``, anchors ``None`` or ``(root id, edge id, ...)``.
+RawMessage = tuple[str, int, list[Any], tuple[int, ...] | None]
 
 
 @runtime_checkable

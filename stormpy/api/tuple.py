@@ -53,7 +53,7 @@ class Tuple:
                  "_recv", "_done", "_skey")
 
     def __init__(self, id: Any, component: str, stream: str, task: int, values: Any,
-                 anchors: dict[int, int] | None = None, recv: float = 0.0,
+                 anchors: tuple[int, ...] | None = None, recv: float = 0.0,
                  skey: tuple[str, str] | None = None) -> None:
         self._id = id
         self.component = component
@@ -69,7 +69,7 @@ class Tuple:
     @property
     def id(self) -> Any:
         if self._id is None and self._anchors:
-            self._id = next(iter(self._anchors.values()))
+            self._id = self._anchors[1]   # the edge of the first ``(root, edge)`` pair
         return self._id
 
     @property

@@ -46,6 +46,7 @@ _MAX_SLICE = 1 << 16
 _SLOW_SLICE_SECS = 0.1
 _STEP_BATCHES = 64       # batches one scheduler step takes before the next executor's turn ...
 _STEP_SECS = 0.02        # ... or once it has worked this long
+_NO_DEADLINE = float("inf")   # an executor on its own thread: no other executor waits for it
 
 
 class BoltTask(TaskBase):
@@ -300,8 +301,6 @@ class BoltExecutor(Executor[BoltTask]):
     def _loop(self) -> None:
         queue = self.queue
         stop = self._stop
-        outbox = self.outbox
-        flush_secs = self.settings.flush_interval_secs
         wait = 0.0
         while not stop.is_set():
             # Idle executors flush at the end of each round, so the wait only needs to
@@ -312,14 +311,8 @@ class BoltExecutor(Executor[BoltTask]):
                 item = None
             if item is not None:
                 self._take(item)
-                for _ in range(64):  # keep going while busy, but let timers and flushes run
-                    try:
-                        item = queue.get_nowait()
-                    except Empty:
-                        break
-                    self._take(item)
-                    if outbox and time.monotonic() - self._last_flush >= flush_secs:
-                        self.flush()
+                # keep going while busy (batches joined), but let timers and flushes run
+                self._take_joined(_STEP_BATCHES, _NO_DEADLINE)
             now = time.monotonic()
             wait = self._run_timers(now)
             self._flush_if_due(now)
@@ -327,18 +320,12 @@ class BoltExecutor(Executor[BoltTask]):
     def step(self) -> float:
         """One round for a scheduler: up to ``_STEP_BATCHES`` batches (or ``_STEP_SECS`` of work),
         due timers, a flush."""
-        queue = self.queue
-        outbox = self.outbox
-        flush_secs = self.settings.flush_interval_secs
         took = 0
         until = time.monotonic() + _STEP_SECS
+        queue = self.queue
         while took < _STEP_BATCHES and not queue.empty():
-            self._take(queue.get_nowait())   # one consumer: not empty means get succeeds
-            took += 1
-            now = time.monotonic()
-            if outbox and now - self._last_flush >= flush_secs:
-                self.flush()
-            if now >= until:
+            took += self._take_joined(_STEP_BATCHES - took, until)
+            if time.monotonic() >= until:
                 break
         now = time.monotonic()
         wait = 0.05
@@ -347,6 +334,56 @@ class BoltExecutor(Executor[BoltTask]):
             self.next_timer = now + wait
         self._flush_if_due(now)
         return 0.0 if took else max(self.next_timer - now, 0.0)
+
+    def _take_joined(self, most: int, until: float) -> int:
+        """Dequeue up to ``most`` queued items, joining consecutive batches for one task into one
+        while it holds fewer than ``topology.transfer.batch.size`` messages; returns the items
+        taken.
+
+        Why: with several upstream executors (parallelism > 1) a bolt's input arrives as more,
+        smaller batches (at parallelism 2 a count task gets two of ~150 words per round where
+        parallelism 1 gets one of ~600, and the acker five where it got three), and each batch
+        pays the driver's fixed cost (its setup, settling, counting; the acker's answers).
+        Joined, the driver runs once per task and round. Order is kept: a control call or a
+        batch for another task ends the join and is taken after it. Between joined batches,
+        as between batches before, a due flush runs and the step's time (``until``) is checked.
+        """
+        queue = self.queue
+        limit = self.settings.transfer_batch_size
+        group_task: int | None = None
+        group: list[Any] = []
+        joined = False
+        taken = 0
+        while taken < most and not queue.empty():
+            item = queue.get_nowait()   # one consumer: not empty means get succeeds
+            taken += 1
+            task_id, payload = item
+            if task_id is not None and task_id == group_task and len(group) < limit:
+                if not joined:
+                    group, joined = list(group), True   # the received lists stay as they are
+                group += payload
+                continue
+            if group_task is not None:
+                self._take((group_task, group))
+                group_task = None
+                if self._after_batch(until):
+                    self._take(item)   # the step's time is up: this one alone, as before
+                    return taken
+            if task_id is None:
+                self._take(item)
+                continue
+            group_task, group, joined = task_id, payload, False
+        if group_task is not None:
+            self._take((group_task, group))
+            self._after_batch(until)
+        return taken
+
+    def _after_batch(self, until: float) -> bool:
+        """A flush when one is due by time; whether the step's time is up."""
+        now = time.monotonic()
+        if self.outbox and now - self._last_flush >= self.settings.flush_interval_secs:
+            self.flush()
+        return now >= until
 
     def _on_messages(self, task: BoltTask, messages: list[Any]) -> None:
         if task.component is None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from stormpy.api.component import DRIVERS
 from stormpy.api.tuple import ReceivedTuple, Tuple
+from stormpy.task.tree import Anchors
 
 _T = TypeVar("_T")
 
@@ -114,7 +115,7 @@ class TupleDriver(Driver):
         return self.executor.settings.sample_every
 
     def on_messages(self, messages: list[Any]) -> None:
-        acked: list[dict[int, int]] = []   # anchors and ack values of the acked tuples, settled
+        acked: list[Anchors] = []   # anchors and ack values of the acked tuples, settled
         vals: list[int] = []                # together at the end of the batch
         # where the loop stopped: [stats key, its run's first index, skipped in the run,
         # not auto-acked in the run, index reached (the message that raised, else the end)]
@@ -135,7 +136,7 @@ class TupleDriver(Driver):
     def _count(self, key: Any, executed: int, not_acked: int) -> None:
         self.executor.count(key, executed, executed - not_acked)
 
-    def _deliver(self, messages: list[Any], acked: list[dict[int, int]], vals: list[int], state: list[Any]) -> None:
+    def _deliver(self, messages: list[Any], acked: list[Anchors], vals: list[int], state: list[Any]) -> None:
         """The per-tuple loop: a Tuple, ``process``, auto-ack. Executed and acked tuples are
         counted per run of one stats key from indexes (no int made per tuple)."""
         task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held

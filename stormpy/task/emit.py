@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: ``(stream, src_task, values, anchors)``; anchors is None or {root id: edge id}.
-Message = tuple[str, int, Any, dict[int, int] | None]
+#: ``(stream, src_task, values, anchors)``; anchors is None or ``(root id, edge id, ...)``
+#: (``tree.Anchors``).
+Message = tuple[str, int, Any, tuple[int, ...] | None]
 
 
 class EmitError(ValueError):

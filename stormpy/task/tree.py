@@ -3,11 +3,12 @@
 Storm's acking (DESIGN section 6), as stormpy does it:
 
 - **start** (spout emit with ``tup_id``): a random 64-bit root id, a random edge id per
-  receiving task, each message carrying ``{root: edge}``; the acker task
+  receiving task, each message carrying the pair ``(root, edge)``; the acker task
   ``acker_tasks[root % n]`` gets ``__ack_init(root, xor of the edges, spout task)`` and the
   spout task's pending map remembers ``[tup_id, start time, stream]``.
 - **extend** (bolt emit anchored to tuples): per target a new edge id, XORed into each
-  anchor's *ack value* and carried by the message as ``{root: edge}`` for each anchor root. A
+  anchor's *ack value* and carried by the message as ``(root, edge, ...)``, a pair per anchor
+  root. A
   raw message (raw-batch drivers) keeps no ack value: its new edge joins ``pending`` at once.
 - **settle** (bolt ack): ``pending[root] ^= edge ^ ack value`` for each anchor of the tuple;
   consecutive tuples of one tree combine in locals before touching the dict.
@@ -31,6 +32,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from stormpy.streams import ACK_ACK, ACK_FAIL, ACK_INIT, DEFAULT_STREAM
@@ -43,14 +45,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: ``{root id: edge id}`` of a message or a received Tuple (None: not tracked).
-Anchors = dict[int, int]
+#: A message's or received Tuple's tuple trees (None: not tracked): ``(root, edge)``, or
+#: ``(root, edge, root, edge, ...)`` for a tuple anchored to several trees. A flat tuple, not
+#: a ``{root: edge}`` map: one root is by far the common case, and a pair costs half a
+#: one-entry dict to build and a quarter to read (no hash table, no iterator).
+Anchors = tuple[int, ...]
 #: ``place(stream, values, targets, tup_id, anchors)``: anchor and queue one emit.
 Place = Callable[[str, list[Any], Sequence[int], Any, Any], None]
 #: A task's ``emit(values, tup_id, stream, anchors, direct_task, need_task_ids)``.
 EmitFn = Callable[..., "list[int] | None"]
 
 _getrandbits = random.getrandbits
+_flatten = chain.from_iterable
 # Value types the short path accepts without a call; ints need a range check.
 _FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
 
@@ -86,7 +92,7 @@ class TupleTrees:
         return root
 
     def edges(self, targets: Sequence[int], stream: str, src: int, values: list[Any], root: int) -> int:
-        """One message per target anchored to ``{root: new edge}``; returns the XOR of the edges.
+        """One message per target anchored to ``(root, new edge)``; returns the XOR of the edges.
 
         The anchored half of every emit of a tree with one root (a spout's new tree, a bolt's
         emit from a tuple with one root): the caller XORs the result into the ack-init value or
@@ -101,7 +107,7 @@ class TupleTrees:
             edge = getrandbits(64)
             acc ^= edge
             box = boxes[dest]
-            box.append((stream, src, values, {root: edge}))
+            box.append((stream, src, values, (root, edge)))
             if len(box) >= batch_size:
                 outbox.send_full(dest)
         return acc
@@ -131,8 +137,9 @@ class TupleTrees:
         """Ack one tuple (or raw message, ``ack_val`` 0): its edges XOR the edges emitted from it."""
         if anchors is not None and self.num_ackers:
             pending = self.pending
-            for root, edge in anchors.items():
-                pending[root] = pending.get(root, 0) ^ edge ^ ack_val
+            for i in range(0, len(anchors), 2):
+                root = anchors[i]
+                pending[root] = pending.get(root, 0) ^ anchors[i + 1] ^ ack_val
 
     def settle_tuples(self, tups: Iterable[Tuple]) -> None:
         """``settle`` for a batch of Tuples (batching bolts' ``ack_many``)."""
@@ -144,26 +151,28 @@ class TupleTrees:
                 vals.append(tup._ack_val)
         self.settle_runs(anchors_list, vals)
 
-    def settle_runs(self, anchors_list: list[Anchors], vals: list[int]) -> None:
+    def settle_runs(self, anchors_list: Sequence[Anchors], vals: Sequence[int]) -> None:
         """``settle`` for the acked tuples of a received batch, given as their anchors and ack
         values (the driver keeps these, not the Tuples: holding a batch's Tuples alive until
         the end of the batch measured 25% more per tuple). Consecutive tuples of one root (a
-        sentence's words) combine in locals; the dict is touched when the root changes. The
-        roots are iterated and their edges looked up: for the common one root, 12% less than
-        a length test and ``(root,) = anchors`` (which also checks the map is exhausted)."""
+        sentence's words) combine in locals; the dict is touched when the root changes. A
+        tuple of several trees is settled by ``settle`` (rare: joins, batches)."""
         if not self.num_ackers:
             return
         pending = self.pending
         run_root: int | None = None
         run_val = 0
         for anchors, val in zip(anchors_list, vals):
-            for root in anchors:
-                if root == run_root:
-                    run_val ^= anchors[root] ^ val
-                else:
-                    if run_root is not None:
-                        pending[run_root] = pending.get(run_root, 0) ^ run_val
-                    run_root, run_val = root, anchors[root] ^ val
+            if len(anchors) != 2:
+                self.settle(anchors, val)
+                continue
+            root, edge = anchors
+            if root == run_root:
+                run_val ^= edge ^ val
+            else:
+                if run_root is not None:
+                    pending[run_root] = pending.get(run_root, 0) ^ run_val
+                run_root, run_val = root, edge ^ val
         if run_root is not None:
             pending[run_root] = pending.get(run_root, 0) ^ run_val
 
@@ -193,7 +202,7 @@ class TupleTrees:
         """Fail the trees of ``anchors`` at once: their combined acks go, ``__ack_fail`` is sent."""
         if anchors is None or not self.num_ackers:
             return
-        for root in anchors:
+        for root in anchors[0::2]:
             self.pending.pop(root, None)
             self.outbox.add(self.acker_tasks[root % self.num_ackers], (ACK_FAIL, task_id, [root], None))
 
@@ -271,9 +280,10 @@ def _anchored_place(task: BoltTask) -> Callable[[str, list[Any], Sequence[int], 
             for anchor in anchors:
                 if anchor is None:
                     continue
-                roots = anchor[3] if type(anchor) is tuple else anchor._anchors
-                if not roots:
+                pairs = anchor[3] if type(anchor) is tuple else anchor._anchors
+                if not pairs:
                     continue
+                roots = pairs[0::2]
                 edge = getrandbits(64)
                 if type(anchor) is tuple:  # a raw message: no ack value of its own
                     extend_raw(roots, edge)
@@ -288,7 +298,7 @@ def _anchored_place(task: BoltTask) -> Callable[[str, list[Any], Sequence[int], 
                     message = (stream, tid, values, None)
                 add(target, message)
             else:
-                add(target, (stream, tid, values, out_anchors))
+                add(target, (stream, tid, values, tuple(_flatten(out_anchors.items()))))
 
     return place_anchored
 
@@ -314,12 +324,11 @@ def bolt_place(task: BoltTask) -> Place:
                 if roots is None:
                     add_to_each(targets, (stream, tid, values, None))
                     return
-                if len(roots) != 1:
+                if len(roots) != 2:
                     place_anchored(stream, values, targets, (current,))
                     return
-                (root,) = roots  # the common case: one anchor tuple with one root
-                assert current is not None
-                current._ack_val ^= edges(targets, stream, tid, values, root)
+                assert current is not None   # the common case: one anchor tuple with one root
+                current._ack_val ^= edges(targets, stream, tid, values, roots[0])
                 return
         place_anchored(stream, values, targets, anchors)
 
@@ -374,7 +383,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
             box.append((DEFAULT_STREAM, tid, values, None))
         else:
             root, edge = getrandbits(64), getrandbits(64)
-            box.append((DEFAULT_STREAM, tid, values, {root: edge}))
+            box.append((DEFAULT_STREAM, tid, values, (root, edge)))
             pending_put(root, [tup_id, monotonic(), DEFAULT_STREAM])
             index = root % num_ackers
             inits = all_inits[index]
@@ -423,7 +432,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
             targets = select(values)
         current = task.current
         roots = current._anchors if current is not None and task.auto_anchor else None
-        if len(targets) != 1 or task.batch_anchors is not None or (roots is not None and len(roots) != 1):
+        if len(targets) != 1 or task.batch_anchors is not None or (roots is not None and len(roots) != 2):
             counter[0] += 1
             counter[1] += len(targets)
             place(DEFAULT_STREAM, values, targets, None, None)
@@ -436,8 +445,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
         else:
             edge = getrandbits(64)
             current._ack_val ^= edge  # type: ignore[union-attr]  # roots is not None: current is set
-            (root,) = roots
-            box.append((DEFAULT_STREAM, tid, values, {root: edge}))
+            box.append((DEFAULT_STREAM, tid, values, (roots[0], edge)))
         if len(box) >= batch_size:
             send_full(dest)
         return None

@@ -405,11 +405,11 @@ class ZmqTransfer:
         """Send ``__ack_fail`` for every root the dropped message was anchored to."""
         anchors = message[3] if isinstance(message, (tuple, list)) and len(message) == 4 else None
         ackers = self._acker_tasks
-        if not ackers or not isinstance(anchors, dict) or type(message[0]) is not str \
+        if not ackers or not isinstance(anchors, (tuple, list)) or type(message[0]) is not str \
                 or message[0] in ACKER_STREAMS:
             return
         src = message[1] if type(message[1]) is int else -1
-        for root in anchors:
+        for root in anchors[0::2]:
             if type(root) is int:
                 self.counters["failed_trees"] += 1
                 self.send(ackers[root % len(ackers)], [(ACK_FAIL, src, [root], None)])
@@ -704,7 +704,7 @@ class ZmqTransfer:
 def _well_formed(message: Any) -> bool:
     """Whether a received ``(stream, src, values, anchors)`` has the shape executors rely on.
 
-    Anchors are ``None`` or ``{root: edge}`` with int keys and values; acker traffic carries
+    Anchors are ``None`` or a tuple ``(root, edge, ...)`` of int pairs; acker traffic carries
     only ints (``__ack_init`` in triples, ``__ack_fail`` at least one root). User values are
     the bolt's business: a wrong arity raises in user code, which restarts the task.
     """
@@ -712,10 +712,10 @@ def _well_formed(message: Any) -> bool:
     if type(stream) is not str or type(src) is not int or not isinstance(values, (tuple, list)):
         return False
     if anchors is not None:
-        if type(anchors) is not dict:
+        if type(anchors) is not tuple or len(anchors) % 2:
             return False
-        for root, edge in anchors.items():
-            if type(root) is not int or type(edge) is not int:
+        for anchor_id in anchors:
+            if type(anchor_id) is not int:
                 return False
     if stream in ACKER_STREAMS:
         if not values or not all(type(v) is int for v in values):

@@ -35,9 +35,8 @@ from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
 
 _SEQUENCES = frozenset({tuple, list})
 _INT = frozenset({int})
+_ANCHOR_TYPES = frozenset({tuple, type(None)})
 _flatten = chain.from_iterable
-_values = dict.values
-_lookup = dict.__getitem__   # TypeError for anchors that are not maps, like ``_values``
 
 
 class BadBatch(ValueError):
@@ -57,30 +56,29 @@ def encode(task_id: int, messages: list[Any]) -> tuple[Any, ...]:
     try:
         runs = [stream, src, n] if streams.count(stream) == n and srcs.count(src) == n else _runs(streams, srcs)
         return (task_id, runs, values, _anchor_columns(anchors, n))
-    except TypeError:   # a stream that is not a str, anchors that are not maps
+    except TypeError:   # a stream that is not a str, anchors that are not (root, edge) pairs
         return (task_id, messages)
 
 
 def _anchor_columns(anchors: tuple[Any, ...], n: int) -> list[Any] | None:
     """``None`` when no message is anchored, else ``[counts, roots, edges]``: ``counts`` is 1
-    when every message has one root, else each message's number of roots (0: not anchored)."""
+    when every message has one root, else each message's number of roots (0: not anchored).
+    Each message's anchors are a flat ``(root, edge, ...)`` tuple (``tree.Anchors``): the
+    roots and edges of the batch are the even and odd items of their concatenation."""
     nones = anchors.count(None)
     if nones == n:
         return None
-    if nones:
-        counts: Any = [0 if a is None else len(a) for a in anchors]
-        anchors = tuple(filter(None, anchors))
-        return [counts, list(_flatten(anchors)), list(_flatten(map(_values, anchors)))]
-    roots = list(_flatten(anchors))
-    if len(roots) == n:
-        # One root each, the common case: each edge is one lookup of the message's own root
-        # (half the cost of iterating the maps' values). With n roots for n maps, either every
-        # map has one root or one is empty, and an empty map's lookup raises KeyError.
-        try:
-            return [1, roots, list(map(_lookup, anchors, roots))]
-        except KeyError:
-            pass
-    return [list(map(len, anchors)), roots, list(_flatten(map(_values, anchors)))]
+    if not set(map(type, anchors)) <= _ANCHOR_TYPES:
+        raise TypeError("anchors that are not (root, edge, ...) tuples")
+    lengths = list(map(len, filter(None, anchors))) if nones else list(map(len, anchors))
+    if any(k % 2 for k in set(lengths)):
+        raise TypeError("anchors that are not (root, edge) pairs")
+    ids = list(_flatten(anchors)) if not nones else list(_flatten(filter(None, anchors)))
+    roots, edges = ids[0::2], ids[1::2]
+    if not nones and len(roots) == n and set(lengths) == {2}:
+        return [1, roots, edges]    # one root each, the common case
+    counts = [0 if a is None else len(a) >> 1 for a in anchors]
+    return [counts, roots, edges]
 
 
 def _runs(streams: tuple[Any, ...], srcs: tuple[Any, ...]) -> list[Any]:
@@ -119,8 +117,8 @@ def decode(envelope: Any) -> tuple[list[Any], bool]:
 
 
 def _anchors(columns: Any, n: int) -> tuple[Any, bool]:
-    """Each message's ``{root: edge}`` (or None) from the anchor columns, and whether every
-    id is an int."""
+    """Each message's ``(root, edge, ...)`` (or None) from the anchor columns, and whether
+    every id is an int."""
     if columns is None:
         return repeat(None, n), True
     if not isinstance(columns, (tuple, list)) or len(columns) != 3:
@@ -128,19 +126,17 @@ def _anchors(columns: Any, n: int) -> tuple[Any, bool]:
     counts, roots, edges = columns
     if not isinstance(roots, (tuple, list)) or not isinstance(edges, (tuple, list)) or len(roots) != len(edges):
         raise BadBatch("anchor roots and edges are not arrays of one length")
+    # ids that are not ints (a peer's bug) ask for the message check, which drops their messages
     ids_ok = set(map(type, roots)) <= _INT and set(map(type, edges)) <= _INT
-    try:
-        if counts == 1 and type(counts) is int:
-            if len(roots) != n:
-                raise BadBatch(f"{len(roots)} anchor(s) for {n} message(s)")
-            return [{root: edge} for root, edge in zip(roots, edges)], ids_ok
-        if (not isinstance(counts, (tuple, list)) or len(counts) != n or not set(map(type, counts)) <= _INT
-                or min(counts, default=0) < 0 or sum(counts) != len(roots)):
-            raise BadBatch("anchor counts do not match the messages and ids")
-        pairs = zip(roots, edges)
-        return [dict(islice(pairs, k)) if k else None for k in counts], ids_ok
-    except TypeError as exc:   # an unhashable root
-        raise BadBatch(f"an anchor root is not an id: {exc}") from exc
+    if counts == 1 and type(counts) is int:
+        if len(roots) != n:
+            raise BadBatch(f"{len(roots)} anchor(s) for {n} message(s)")
+        return zip(roots, edges), ids_ok
+    if (not isinstance(counts, (tuple, list)) or len(counts) != n or not set(map(type, counts)) <= _INT
+            or min(counts, default=0) < 0 or sum(counts) != len(roots)):
+        raise BadBatch("anchor counts do not match the messages and ids")
+    pairs = zip(roots, edges)
+    return [tuple(_flatten(islice(pairs, k))) if k else None for k in counts], ids_ok
 
 
 def _acker_values_ok(stream: str, values: Any) -> bool:

@@ -175,3 +175,28 @@ def test_waiting_for_the_gil_while_another_thread_of_the_process_computes_is_not
     finally:
         other.join(30)
     assert blocked < 0.1
+
+
+class PassBolt(Bolt):
+    outputs = ["n"]
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup.values[0]])
+
+
+class Chain(Topology):
+    """Named so that the runtime's order (by name) is not the order tuples flow."""
+
+    zsource = CountingSpout.spec()
+    mid = PassBolt.spec(inputs={zsource: Grouping.SHUFFLE})
+    alpha = SumBolt.spec(inputs={mid: Grouping.SHUFFLE}, par=2)
+
+
+def test_the_loop_steps_executors_in_the_order_tuples_flow() -> None:
+    """Spouts first, each bolt after the components it subscribes to, the acker last: a round
+    carries tuples through every stage (issue 24)."""
+    local = LocalTopology(Chain, "order", user_overrides={"topology.acker.executors": 1})
+    assert [ex.component_id for ex in local.runtime._all][0] == "__acker"   # by name
+    assert local.runtime.loop is not None
+    order = [ex.component_id for ex in local.runtime.loop.executors]
+    assert order == ["zsource", "mid", "alpha", "alpha", "__acker"], order

@@ -88,14 +88,14 @@ def test_received_tuples_are_whole_tuples_and_short_strings_share_their_values()
     ex, task = _bolt(runtime)
     words, pairs = _src(runtime, "words"), _src(runtime, "pairs")
     long_text = "x" * 500
-    task.driver.on_messages([(DEFAULT_STREAM, words, ["storm"], {11: 12}), (DEFAULT_STREAM, words, ["storm"], None),
+    task.driver.on_messages([(DEFAULT_STREAM, words, ["storm"], (11, 12)), (DEFAULT_STREAM, words, ["storm"], None),
                              (DEFAULT_STREAM, words, [1], None), (DEFAULT_STREAM, words, [True], None),
                              (DEFAULT_STREAM, words, [long_text], None), (DEFAULT_STREAM, words, [long_text], None),
                              (DEFAULT_STREAM, pairs, ["p", "q"], None), (DEFAULT_STREAM, pairs, ["p", "q"], None)])
     first, second, one, true, long1, long2, pair1, pair2 = SEEN
     assert all(isinstance(t, Tuple) for t in SEEN)
     assert (first.component, first.stream, first.task, first._anchors, first.id) == ("words", DEFAULT_STREAM, words,
-                                                                                    {11: 12}, 12)
+                                                                                    (11, 12), 12)
     assert first.values.word == "storm" and first.values == ("storm",) and first.values._fields == ("word",)
     assert second.values is first.values, "a repeated short string shares its values"
     assert second.id is None and second._ack_val == 0 and second._recv == 0.0
@@ -110,8 +110,8 @@ def test_executed_and_acked_are_exact_with_acks_in_process_unknown_streams_and_t
     runtime, _ = _runtime()
     ex, task = _bolt(runtime)
     words, pairs = _src(runtime, "words"), _src(runtime, "pairs")
-    batch = [(DEFAULT_STREAM, words, ["a"], {1: 2}), (DEFAULT_STREAM, words, ["ack-me"], {3: 4}),
-             ("nobody-subscribes", words, ["z"], None), (DEFAULT_STREAM, words, ["hold-me"], {5: 6}),
+    batch = [(DEFAULT_STREAM, words, ["a"], (1, 2)), (DEFAULT_STREAM, words, ["ack-me"], (3, 4)),
+             ("nobody-subscribes", words, ["z"], None), (DEFAULT_STREAM, words, ["hold-me"], (5, 6)),
              (DEFAULT_STREAM, pairs, ["p", "q"], None), (DEFAULT_STREAM, pairs, ["ack-me", "q"], None),
              (DEFAULT_STREAM, words, ["b"], None)]
     task.driver.on_messages(batch)
@@ -130,7 +130,7 @@ def test_held_tuples_are_executed_but_not_acked() -> None:
     ex, task = _bolt(runtime)
     task.driver.auto_ack = False   # as for a bolt with ``auto_ack = False``
     words = _src(runtime, "words")
-    task.driver.on_messages([(DEFAULT_STREAM, words, ["a"], {1: 2}), (DEFAULT_STREAM, words, ["ack-me"], {3: 4}),
+    task.driver.on_messages([(DEFAULT_STREAM, words, ["a"], (1, 2)), (DEFAULT_STREAM, words, ["ack-me"], (3, 4)),
                              (DEFAULT_STREAM, words, ["b"], None)])
     key = ("words", DEFAULT_STREAM)
     assert dict(ex.stats.executed) == {key: 3}
@@ -178,3 +178,35 @@ def test_one_target_emits_are_counted_before_each_batch_and_at_flush() -> None:
     ex.flush()
     assert counter == [9, 9]
     assert ex.stats.totals()["emitted"] == 9
+
+
+def test_a_step_joins_queued_batches_for_one_task_in_order_and_keeps_control_calls_in_place() -> None:
+    """Batches queued for one task reach its driver as one batch (issue 24: parallelism 2 sends
+    more, smaller batches) while the joined one holds fewer than ``topology.transfer.batch.size``
+    messages; a control call
+    ends the join and runs between the batches around it; the received lists are not changed."""
+    SEEN.clear()
+    runtime, _ = _runtime(**{"topology.transfer.batch.size": 5})
+    ex, task = _bolt(runtime)
+    words, pairs = _src(runtime, "words"), _src(runtime, "pairs")
+    calls: list[list[Any]] = []
+    deliver = ex._on_messages
+    ex._on_messages = lambda t, messages: (calls.append(list(messages)), deliver(t, messages))  # type: ignore[method-assign]
+    order: list[str] = []
+    first = [(DEFAULT_STREAM, words, ["a"], (1, 2)), (DEFAULT_STREAM, words, ["b"], (1, 3))]
+    second = [(DEFAULT_STREAM, pairs, ["c", "d"], None)]
+    third = [(DEFAULT_STREAM, words, [w], None) for w in ("e", "f", "g")]
+    fourth = [(DEFAULT_STREAM, words, ["h"], None)]
+    last = [(DEFAULT_STREAM, words, ["i"], None)]
+    for batch in (first, second, third, fourth):
+        ex.enqueue(task.task_id, batch)
+    ex.call_soon(lambda: order.append(f"control after {len(SEEN)} tuples"))
+    ex.enqueue(task.task_id, last)
+    assert ex.queued == 8
+    assert ex.step() == 0.0
+    assert [[m[2][0] for m in c] for c in calls] == [["a", "b", "c", "e", "f", "g"], ["h"], ["i"]]
+    assert order == ["control after 7 tuples"]
+    assert [t.values[0] for t in SEEN] == list("abcefghi")
+    assert len(first) == 2 and len(second) == 1 and len(third) == 3, "the received lists are kept"
+    assert ex.queued == 0 and ex.queue.empty()
+    assert dict(ex.stats.executed) == {("words", DEFAULT_STREAM): 7, ("pairs", DEFAULT_STREAM): 1}

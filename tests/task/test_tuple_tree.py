@@ -62,7 +62,7 @@ def _executor(runtime: WorkerRuntime, component: str) -> Any:
     return next(e for e in runtime.executors.values() if e.component_id == component)
 
 
-def _received(component: str, src: int, values: list[Any], anchors: dict[int, int] | None) -> Tuple:
+def _received(component: str, src: int, values: list[Any], anchors: tuple[int, ...] | None) -> Tuple:
     """A tuple as the bolt executor builds it for a received message."""
     return Tuple(None, component, DEFAULT_STREAM, src, values, anchors, 0.0, (component, DEFAULT_STREAM))
 
@@ -88,9 +88,9 @@ def _bolt_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list
     ex: BoltExecutor = _executor(runtime, "split")
     task = BoltTask(ex, ex.start_task)
     spout_task = runtime.plan.components["spout"].tasks[0]
-    inputs = [_received("spout", spout_task, ["a b"], {random.getrandbits(64): random.getrandbits(64)}),
+    inputs = [_received("spout", spout_task, ["a b"], (random.getrandbits(64), random.getrandbits(64))),
               _received("spout", spout_task, ["c d"], None),
-              _received("spout", spout_task, ["e f"], {1: 2, 3: 4})]
+              _received("spout", spout_task, ["e f"], (1, 2, 3, 4))]
     for tup in inputs:
         task.current = tup
         for word in tup.values[0].split():
@@ -126,7 +126,7 @@ def test_a_spout_tree_balances_in_the_acker_ledger() -> None:
                 root, value, spout_task = m[2][i:i + 3]
                 assert ledger.init(root, value, spout_task) is None
     for m in data:   # the split bolt acks each tuple without emitting: every tree completes
-        ((root, edge),) = m[3].items()
+        root, edge = m[3]
         assert ledger.ack(root, edge) == (ACKED, m[1])
     assert len(ledger) == 0
 
@@ -146,7 +146,7 @@ def test_a_bolt_tree_completes_only_when_the_emitted_tuples_are_acked() -> None:
     sent, inputs = _bolt_traffic(general=False, seed=9)
     first = inputs[0]
     assert first._anchors is not None
-    ((root, edge),) = first._anchors.items()
+    root, edge = first._anchors
     ledger = Ledger()
     assert ledger.init(root, edge, spout_task=1) is None             # the spout's edge to "a b"
     for _dest, m in sent:
@@ -154,10 +154,11 @@ def test_a_bolt_tree_completes_only_when_the_emitted_tuples_are_acked() -> None:
             pairs = dict(zip(m[2][::2], m[2][1::2]))
             if root in pairs:
                 assert ledger.ack(root, pairs[root]) is None        # "a" and "b" still open
-    children = [m for _dest, m in sent if m[0] == DEFAULT_STREAM and m[3] is not None and root in m[3]]
+    children = [m for _dest, m in sent if m[0] == DEFAULT_STREAM and m[3] is not None and m[3][0] == root]
     assert [m[2][0] for m in children] == ["a", "b"]
-    assert ledger.ack(root, children[0][3][root]) is None
-    assert ledger.ack(root, children[1][3][root]) == (ACKED, 1)
+    assert all(len(m[3]) == 2 for m in children)   # one (root, edge) pair each
+    assert ledger.ack(root, children[0][3][1]) is None
+    assert ledger.ack(root, children[1][3][1]) == (ACKED, 1)
 
 
 def _settled_by(driver: bool, messages: list[Any]) -> dict[int, int]:
@@ -184,11 +185,11 @@ def test_the_driver_settles_a_batch_as_acking_each_tuple_would() -> None:
     runtime, _recorder = _runtime()
     src = runtime.plan.components["split"].tasks[0]
     roots = [random.getrandbits(64) for _ in range(4)]
-    anchors: list[dict[int, int] | None] = []
+    anchors: list[tuple[int, ...] | None] = []
     for root in roots[:3]:            # runs of one root (a sentence's words) ...
-        anchors += [{root: random.getrandbits(64)} for _ in range(3)]
-    anchors += [None, {roots[0]: 5, roots[3]: 6}, {roots[1]: 7}, {roots[3]: 8}]   # ... and the rest,
-    anchors += [{roots[3]: 9, roots[2]: 10}, {roots[2]: 11}]   # a run going on into and out of two roots
+        anchors += [(root, random.getrandbits(64)) for _ in range(3)]
+    anchors += [None, (roots[0], 5, roots[3], 6), (roots[1], 7), (roots[3], 8)]   # ... and the rest,
+    anchors += [(roots[3], 9, roots[2], 10), (roots[2], 11)]   # a run going on into and out of two roots
     messages = [(DEFAULT_STREAM, src, [f"w{i}"], a) for i, a in enumerate(anchors)]
     by_driver = _settled_by(driver=True, messages=messages)
     assert by_driver == _settled_by(driver=False, messages=messages)
@@ -200,8 +201,8 @@ def test_settling_in_runs_equals_settling_each_tuple_with_its_ack_value() -> Non
     that emitted (nonzero) it must leave what one ``settle`` per tuple leaves."""
     random.seed(2)
     roots = [random.getrandbits(64) for _ in range(3)]
-    anchors = [{roots[0]: 1}, {roots[0]: 2}, {roots[0]: 3, roots[1]: 4}, {roots[1]: 5},
-               {roots[2]: 6}, {roots[1]: 7, roots[2]: 8}, {roots[2]: 9}]
+    anchors = [(roots[0], 1), (roots[0], 2), (roots[0], 3, roots[1], 4), (roots[1], 5),
+               (roots[2], 6), (roots[1], 7, roots[2], 8), (roots[2], 9)]
     vals = [random.getrandbits(64) if i % 3 else 0 for i in range(len(anchors))]
     runtime, _recorder = _runtime()
     in_runs = _executor(runtime, "count").trees

@@ -40,12 +40,14 @@ def test_malformed_messages_are_dropped_counted_and_reported() -> None:
                (ACK_INIT, 7, [1, 2], None),          # not a triple
                (ACK_ACK, 7, ["x"], None),            # a string root
                ("default", "7", [1], None),           # src not a task id
-               ("default", 7, [1], {"a": 1}),         # anchors not {int: int}
+               ("default", 7, [1], ("a", 1)),         # anchors not (int, int)
+               ("default", 7, [1], (1, 2, 3)),        # not pairs
+               ("default", 7, [1], {1: 2}),           # a map, not (root, edge) pairs
                ("default", 7, 3, None)]               # values not a sequence
-        good = [(ACK_ACK, 7, [11, 12], None), ("default", 7, ["fine"], {1: 2})]
+        good = [(ACK_ACK, 7, [11, 12], None), ("default", 7, ["fine"], (1, 2))]
         _push(port, [msgpack.packb([[1, bad + good]]), msgpack.packb([[2, [("default", 7, ["after"], None)]]])])
         wait_until(lambda: runtime.count(2) == 1, 20, "the good frame after the bad one")
-        assert runtime.received[1] == [(ACK_ACK, 7, (11, 12), None), ("default", 7, ("fine",), {1: 2})]
+        assert runtime.received[1] == [(ACK_ACK, 7, (11, 12), None), ("default", 7, ("fine",), (1, 2))]
         assert transfer.counters["bad_messages"] == len(bad)
         assert errors and all(task == 1 for task, _ in errors)
         assert "malformed" in errors[0][1] and "task 7" in errors[0][1]
@@ -215,7 +217,7 @@ def test_a_serializer_raising_keyerror_fails_only_its_tuples() -> None:
     a, b = _two_transfers(a_runtime, b_runtime, guard=log_.guard(), acker_tasks=[9],
                           report_error=lambda task, text: errors.append((task, text)))
     try:
-        batch = [("default", 1, [Money(-i if i % 5 == 0 else i)], {1000 + i: 7}) for i in range(1, 51)]
+        batch = [("default", 1, [Money(-i if i % 5 == 0 else i)], (1000 + i, 7)) for i in range(1, 51)]
         a.send(2, batch)
         wait_until(lambda: b_runtime.count(2) == 40, 20, "the 40 serializable tuples")
         assert sorted(m[2][0].cents for m in b_runtime.received[2]) == [i for i in range(1, 51) if i % 5]
@@ -238,7 +240,7 @@ def test_a_deserializer_raising_fails_only_its_tuples_on_the_receiving_side() ->
     a, b = _two_transfers(a_runtime, b_runtime, b_kwargs={
         "acker_tasks": [9], "report_error": lambda task, text: errors.append((task, text))})
     try:
-        a.send(2, [("default", 1, [[Money(i)]], {500 + i: 3}) for i in range(1310, 1320)])
+        a.send(2, [("default", 1, [[Money(i)]], (500 + i, 3)) for i in range(1310, 1320)])
         wait_until(lambda: b_runtime.count(2) == 9, 20, "the 9 decodable tuples of the frame")
         assert 1313 not in {m[2][0][0].cents for m in b_runtime.received[2]}
         wait_until(lambda: a_runtime.count(9) == 1, 20, "the undecodable tuple's tree failed at the acker")
@@ -390,6 +392,6 @@ def test_malformed_batches_are_dropped_at_the_door_and_counted() -> None:
         assert runtime.received[2] == [(ACK_INIT, 7, (1, 2, 7), None), (ACK_FAIL, 7, (5,), None),
                                        ("default", 7, (1,), None)]
         assert transfer.counters["bad_messages"] == 2 + 3
-        assert runtime.received[3] == [("default", 7, ("a",), {1: 2}), ("other", 8, ("b",), None)]
+        assert runtime.received[3] == [("default", 7, ("a",), (1, 2)), ("other", 8, ("b",), None)]
     finally:
         transfer.stop("test done")

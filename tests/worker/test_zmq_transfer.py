@@ -91,7 +91,7 @@ def test_round_trip_batches_and_local_delivery(pair):
     runtime, transfer, _peer, _port, _flag = pair
     total = 20000
     for start in range(0, total, 100):
-        batch = [("default", 1, [f"w{i}", i], {i: i * 7} if i % 2 else None) for i in range(start, start + 100)]
+        batch = [("default", 1, [f"w{i}", i], (i, i * 7) if i % 2 else None) for i in range(start, start + 100)]
         transfer.send(2, batch)
     transfer.send(3, [("default", 1, ["local"], None)])
     wait_until(lambda: runtime.count(1) == total, 30, f"{total} echoed messages for task 1")
@@ -99,7 +99,7 @@ def test_round_trip_batches_and_local_delivery(pair):
     got = runtime.received[1]
     # over the wire messages arrive as tuples, values as tuples too (msgpack use_list=False)
     assert got[0] == ("default", 2, ("w0", 0), None)
-    assert got[1] == ("default", 2, ("w1", 1), {1: 7})
+    assert got[1] == ("default", 2, ("w1", 1), (1, 7))
     assert sorted(m[2][1] for m in got) == list(range(total))
     # batching: far fewer frames than messages went out
     assert transfer.counters["sent_frames"] < total / 5
@@ -111,7 +111,7 @@ def test_send_many_hands_a_round_of_batches_over_at_once(pair):
     runtime, transfer, _peer, _port, _flag = pair
     rounds, per_round = 50, 10
     for r in range(rounds):
-        transfer.send_many([(2, [("default", 1, [r * per_round + i], {i: i})]) for i in range(per_round)])
+        transfer.send_many([(2, [("default", 1, [r * per_round + i], (i, i))]) for i in range(per_round)])
     transfer.send_many([(2, [("default", 1, [-1], None)]), (3, [("default", 1, ["local"], None)])])
     total = rounds * per_round + 1
     wait_until(lambda: runtime.count(1) == total, 30, f"{total} echoed messages for task 1")
