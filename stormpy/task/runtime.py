@@ -48,7 +48,7 @@ _LOOP_SWITCH_SECS = 0.001
 def tune_gc(trees_in_flight: int = 0) -> None:
     """Make the cyclic garbage collector cheap for a process that streams tuples.
 
-    Every tuple allocates a few container objects (message tuple, anchors dict, Tuple), so
+    Every tuple allocates a few container objects (message tuple, anchors tuple, Tuple), so
     with the default gen-0 threshold of 700 the collector runs thousands of times a second
     and each older-generation pass walks every module and class loaded at start-up. Tuples
     form no cycles, so collecting less often loses nothing; ``gc.freeze()`` moves the
@@ -74,7 +74,7 @@ def choose_cpu() -> int | None:
 
     The GIL lets one of the process's threads run Python at a time anyway, but the OS spreads
     them over the cores, so every tuple handed from one executor to the next crosses caches
-    (message, values, anchors dict, Tuple are written on one core and read on another).
+    (message, values, anchors, Tuple are written on one core and read on another).
     Keeping the threads on one core measured +20-30% counted words/s on the local word count
     (2-core machine, same minute). Only ``stormpy local`` asks for it: workers of one host
     cannot tell which core another worker took (port-based choices put both benchmark

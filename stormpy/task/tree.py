@@ -188,15 +188,14 @@ class TupleTrees:
         if n == 1:
             out = self.acks[0]
             for anchors in anchors_list:
-                for pair in anchors.items():
-                    out += pair
+                out += anchors   # already ``root, edge, ...``
             return
         acks = self.acks
         for anchors in anchors_list:
-            for root, edge in anchors.items():
-                values = acks[root % n]
-                values.append(root)
-                values.append(edge)
+            for i in range(0, len(anchors), 2):
+                values = acks[anchors[i] % n]
+                values.append(anchors[i])
+                values.append(anchors[i + 1])
 
     def fail_roots(self, anchors: Anchors | None, task_id: int) -> None:
         """Fail the trees of ``anchors`` at once: their combined acks go, ``__ack_fail`` is sent."""

@@ -211,3 +211,38 @@ def test_settling_in_runs_equals_settling_each_tuple_with_its_ack_value() -> Non
     for a, v in zip(anchors, vals):
         one_by_one.settle(a, v)
     assert in_runs.pending == one_by_one.pending and set(in_runs.pending) == set(roots)
+
+
+def test_a_raw_batch_settles_to_what_settling_each_message_sends() -> None:
+    """``settle_raw_batch`` (a written sink batch) sends each ``root, edge`` uncombined; per
+    acker task the XOR per root must equal what one ``settle`` per message leaves, with one
+    acker and with two (roots split by ``root % n``), trees of several roots included."""
+    from stormpy.task.tree import TupleTrees
+
+    random.seed(3)
+    roots = [random.getrandbits(64) for _ in range(5)]
+    anchors = [(r, random.getrandbits(64)) for r in roots for _ in range(3)]
+    anchors.append((roots[0], 11, roots[3], 12))
+    for ackers in ([7], [7, 8]):
+        raw = TupleTrees(_recording_outbox(), ackers, 1)
+        raw.settle_raw_batch(anchors)
+        one_by_one = TupleTrees(_recording_outbox(), ackers, 1)
+        for a in anchors:
+            one_by_one.settle(a)
+        for index in range(len(ackers)):
+            combined: dict[int, int] = {}
+            values = raw.acks[index]
+            for root, edge in zip(values[0::2], values[1::2]):
+                assert root % len(ackers) == index
+                combined[root] = combined.get(root, 0) ^ edge
+            expected = {r: v for r, v in one_by_one.pending.items() if r % len(ackers) == index}
+            assert combined == expected and combined
+
+
+def _recording_outbox() -> Any:
+    class Outbox:
+        batch_size = 100
+
+        def add(self, target: int, message: Any) -> None:  # not reached: nothing is flushed
+            raise AssertionError("settling must not send before the flush")
+    return Outbox()
