@@ -240,9 +240,9 @@ def test_a_raw_batch_settles_to_what_settling_each_message_sends() -> None:
 
 
 def _recording_outbox() -> Any:
-    class Outbox:
-        batch_size = 100
+    """A real Outbox whose transfer must not be reached: settling sends nothing before the flush."""
+    from stormpy.task.emit import Outbox
 
-        def add(self, target: int, message: Any) -> None:  # not reached: nothing is flushed
-            raise AssertionError("settling must not send before the flush")
-    return Outbox()
+    def send(target: int, messages: list[Any]) -> None:
+        raise AssertionError("settling must not send before the flush")
+    return Outbox(send, 100, "test")
