@@ -22,6 +22,12 @@ A batch is never half-acked, and a bad batch never kills the task. At shutdown t
 batches are written and every write in flight is waited for before ``close`` returns. With
 overlap ``handle_batch`` runs on the writer thread: it must not emit.
 
+Through Spark Connect or a cluster master (``spark.remote``, ``spark.master: spark://...``), the
+built-in writer appending to a path this worker sees hands each batch to Spark as a staged
+Parquet file (``stormpy.spark.writer.write_handed_over``, ``spark.state.handover``), not as
+Arrow rows inside the job's plan; a ``handle_batch`` or ``write`` override still gets a
+DataFrame of Arrow rows.
+
 Rows as they arrive (``make_driver``): the plain sink takes whole received batches of raw
 messages and keeps them in its batches as they are, one ``list.extend`` per run of one source
 task and stream: no Tuple object, no held-tuple entry and no Python call per row; a written
@@ -50,12 +56,12 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.config import ConfigError
-from stormpy.spark.arrow_writer import arrow_compatible, use_arrow_writer
+from stormpy.spark.arrow_writer import arrow_compatible, choose_handover, use_arrow_writer
 from stormpy.spark.convert import ArrowHandover, BatchConversionError, RowConverter, parse_schema
 from stormpy.spark.inflight import BackgroundWriter, InFlight
 from stormpy.spark.session import acquire_session, release_session
 from stormpy.spark.settings import SinkSettings, sink_settings
-from stormpy.spark.writer import write_arrow_batch, write_batch
+from stormpy.spark.writer import handover_directory, write_arrow_batch, write_batch, write_handed_over
 from stormpy.api.component import BatchingBolt
 from stormpy.api.tuple import Tuple
 from stormpy.streams import SYSTEM_COMPONENT, TICK
@@ -119,6 +125,7 @@ class SparkSinkBolt(BatchingBolt):
         self._schema: Any = None
         self._arrow: bool | None = None   # decided at the first batch (_arrow_output)
         self._arrow_checked = False
+        self._parquet_targets: dict[Hashable, str | None] = {}   # per stream: _handover_target
         self._abandoned: set[int] = set()   # batch ids failed when a drain timed out
         self.last_batch_id = 0
         for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total", "inflight_batches",
@@ -236,19 +243,47 @@ class SparkSinkBolt(BatchingBolt):
         allows it, else as a DataFrame through ``handle_batch``. A value that does not convert
         raises SinkBatchError naming the batch."""
         rows = [m[2] for m in tups] if self._raw else [tup.values for tup in tups]
+        tag = f"task{self._task_id}-batch{batch_id}"
+        table = None
         try:
             if self._arrow_output():
                 table = self._converter(key, rows[0]).to_table(rows)
                 if self._arrow_fits(table):
-                    write_arrow_batch(table, self.sink, f"task{self._task_id}-batch{batch_id}")
+                    write_arrow_batch(table, self.sink, tag)
                     return
             spark = self.spark()
             converter = self._converter(key, rows[0])
-            df = converter.to_dataframe(spark, rows, self._handover)
+            if table is None:
+                table = converter.to_table(rows)
+            target = self._handover_target(key, spark, table)
+            if target is None:
+                df = converter.table_to_dataframe(spark, table, self._handover)
         except BatchConversionError as exc:
             raise SinkBatchError(f"task {self._task_id}: batch {batch_id} ({len(tups)} tuples from "
                                  f"{_stream_name(key)}) was not written, its tuples fail: {exc}") from None
+        if target is not None:
+            write_handed_over(spark, table, converter.schema, self.sink, target, tag)
+            return
         self.handle_batch(spark, df, batch_id)
+
+    def _handover_target(self, key: Hashable, spark: Any, table: Any) -> str | None:
+        """The output directory when this stream's batches take the Parquet hand-over (the
+        built-in writer appending to a path this worker sees, through Spark Connect or a cluster
+        master: ``spark.state.handover``), else None; decided at the stream's first batch."""
+        target = self._parquet_targets.get(key, _UNKNOWN)
+        if target is _UNKNOWN:
+            target = None
+            cls = type(self)
+            if cls.handle_batch is SparkSinkBolt.handle_batch and cls.write is SparkSinkBolt.write:
+                # Only where it can apply: the key is topology-wide, and ``parquet`` set for a
+                # SparkState must not fail a sink that writes a table.
+                directory = handover_directory(spark, self.sink)
+                if directory is not None and choose_handover(
+                        self._stormconf, cfg.SPARK_STATE_HANDOVER.name, table.schema, shared_path=True,
+                        table=None, who=f"Spark sink task {self._task_id} {_stream_name(key)}"):
+                    target = directory
+            self._parquet_targets[key] = target
+        return target  # type: ignore[return-value]
 
     def _arrow_output(self) -> bool:
         """Whether batches go to files through pyarrow: the built-in writer (``handle_batch`` not
