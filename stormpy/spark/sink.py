@@ -126,6 +126,8 @@ class SparkSinkBolt(BatchingBolt):
         self._arrow: bool | None = None   # decided at the first batch (_arrow_output)
         self._arrow_checked = False
         self._parquet_targets: dict[Hashable, str | None] = {}   # per stream: _handover_target
+        # rows one write may take while the writer is busy, in batches (``_write_cap``)
+        self._per_write = max(1, int(cfg.read(stormconf, cfg.SPARK_STATE_MAX_BATCHES_PER_WRITE)))
         self._abandoned: set[int] = set()   # batch ids failed when a drain timed out
         self.last_batch_id = 0
         for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total", "inflight_batches",
@@ -315,6 +317,9 @@ class SparkSinkBolt(BatchingBolt):
             return
         try:
             self._settle(writer.pop_done())
+            if self._raw and not writer.full:   # batches that grew while the writer was busy
+                for key in [k for k, rows in self._batches.items() if len(rows) >= self.batch_size]:  # type: ignore[operator]
+                    self._hand_over_full(key)
         except Exception as exc:  # noqa: BLE001 - reported, the executor must live
             self.logger.exception("settling finished Spark batches failed")
             self.report_error(f"settling finished Spark batches failed: {exc!r}")
@@ -419,10 +424,33 @@ class SparkSinkBolt(BatchingBolt):
         if batch is None:
             batch = self._open_batch(key)
         batch.extend(run)
-        size = self.batch_size
-        while len(batch) >= size:  # type: ignore[operator]
-            rest = batch[size:]
-            del batch[size:]
+        if len(batch) >= self.batch_size:  # type: ignore[operator]
+            self._hand_over_full(key)
+
+    def _write_cap(self, key: Hashable) -> int:
+        """How many rows one write of ``key``'s batch may take: ``spark.sink.batch.size``, or up to
+        ``spark.state.max.batches.per.write`` times that for batches that take the Parquet
+        hand-over (the built-in writer through Spark Connect or a cluster master).
+
+        Why: each such write is a Spark job with a fixed cost (~0.15-0.3 s through Spark Connect
+        on a small machine) that does not depend on its rows; while the writer is busy with one,
+        the batch being filled keeps growing, and the next job writes all of it.
+        """
+        size = int(self.batch_size)  # type: ignore[arg-type]
+        return size * self._per_write if self._parquet_targets.get(key) else size
+
+    def _hand_over_full(self, key: Hashable) -> None:
+        """Hand over ``key``'s batch while it holds ``spark.sink.batch.size`` rows or more, cut at
+        ``_write_cap``; a batch that may grow waits while the writer is busy (it is handed over
+        when the write in front of it is settled, ``_settle_finished``)."""
+        size = int(self.batch_size)  # type: ignore[arg-type]
+        cap = self._write_cap(key)
+        batch = self._batches.get(key)
+        while batch is not None and len(batch) >= size:
+            if cap > len(batch) and self._writer is not None and self._writer.full:
+                return
+            rest = batch[cap:]
+            del batch[cap:]
             self._run_batch(key)
             if not rest:
                 return
