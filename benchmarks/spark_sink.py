@@ -312,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect-conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a config key of both topologies in the Spark Connect part (repeatable; over "
                              + ", ".join(f"{k}={v}" for k, v in CONNECT_CONF.items()) + ")")
-    parser.add_argument("--warm-jobs", type=int, default=30,
-                        help="Spark jobs of an unmeasured sink topology run (2,000-row batches, one job each) that "
+    parser.add_argument("--warm-jobs", type=int, default=20,
+                        help="Spark jobs of an unmeasured sink topology run (10,000-row batches, one job each) that "
                              "warm the Spark Connect server's JIT before the measured runs (default %(default)s)")
     parser.add_argument("--connect-only", action="store_true",
                         help="with --topology-only and --connect: only the Spark Connect part")
@@ -462,10 +462,10 @@ def connect_child(args: argparse.Namespace) -> None:
     # Held for the whole child, as main() holds its session: the sinks of every run share it
     # (started once, not per run). A Connect server runs for long: its first Spark jobs run
     # several times slower than warm ones (JIT; measured 8 s, then 0.6 s falling to ~0.2 s over
-    # ~20 jobs of 80k rows), so a warm-up run of small batches, a job each, goes first.
+    # ~20 jobs of 80k rows), so a warm-up run of 10k-row batches, a job each, goes first.
     acquire_session(conf)
     try:
-        warm = 2_000
+        warm = 10_000
         through_topology({**conf, "spark.state.max.batches.per.write": 1}, max(2, args.warm_jobs) * warm, warm,
                          workdir / "warmup")
         for batch in (int(b) for b in args.batch_sizes.split(",")):

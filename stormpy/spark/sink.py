@@ -440,17 +440,19 @@ class SparkSinkBolt(BatchingBolt):
         return size * self._per_write if self._parquet_targets.get(key) else size
 
     def _hand_over_full(self, key: Hashable) -> None:
-        """Hand over ``key``'s batch while it holds ``spark.sink.batch.size`` rows or more, cut at
-        ``_write_cap``; a batch that may grow waits while the writer is busy (it is handed over
-        when the write in front of it is settled, ``_settle_finished``)."""
+        """Hand over ``key``'s batch while it holds ``spark.sink.batch.size`` rows or more: whole
+        batches (a multiple of ``spark.sink.batch.size`` rows, at most ``_write_cap``), the rest
+        starting the next batch; a batch that may grow waits while the writer is busy (it is
+        handed over when the write in front of it is settled, ``_settle_finished``)."""
         size = int(self.batch_size)  # type: ignore[arg-type]
         cap = self._write_cap(key)
         batch = self._batches.get(key)
         while batch is not None and len(batch) >= size:
             if cap > len(batch) and self._writer is not None and self._writer.full:
                 return
-            rest = batch[cap:]
-            del batch[cap:]
+            take = min(cap, len(batch) // size * size)   # whole batches: the rest starts the next one
+            rest = batch[take:]
+            del batch[take:]
             self._run_batch(key)
             if not rest:
                 return
