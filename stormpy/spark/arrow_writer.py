@@ -215,7 +215,7 @@ def use_parquet_handover(conf: Mapping[str, Any], key: str, *, shared_path: bool
         return False
     fits = shared_path and table is None
     if choice == "parquet" and not fits:
-        raise ConfigError(f"{key}: parquet needs an output path on this worker's filesystem (a local disk or a "
+        raise ConfigError(f"{key}: parquet needs a SparkState path on this worker's filesystem (a local disk or a "
                           "shared mount every Spark executor sees), not a table or a remote URL")
     return fits and (choice == "parquet" or not _is_embedded(conf))
 
