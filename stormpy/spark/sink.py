@@ -26,7 +26,10 @@ Through Spark Connect or a cluster master (``spark.remote``, ``spark.master: spa
 built-in writer appending to a path this worker sees hands each batch to Spark as a staged
 Parquet file (``stormpy.spark.writer.write_handed_over``, ``spark.state.handover``), not as
 Arrow rows inside the job's plan; a ``handle_batch`` or ``write`` override still gets a
-DataFrame of Arrow rows.
+DataFrame of Arrow rows. Such a Spark job costs ~0.15-0.3 s whatever its rows, so while the
+writer is busy with one, the batch being filled keeps growing up to
+``spark.state.max.batches.per.write`` batches and the next job writes all of it (whole batches
+of ``spark.sink.batch.size`` rows; its tuples are still acked only after that job returned).
 
 Rows as they arrive (``make_driver``): the plain sink takes whole received batches of raw
 messages and keeps them in its batches as they are, one ``list.extend`` per run of one source
@@ -246,7 +249,7 @@ class SparkSinkBolt(BatchingBolt):
         raises SinkBatchError naming the batch."""
         rows = [m[2] for m in tups] if self._raw else [tup.values for tup in tups]
         tag = f"task{self._task_id}-batch{batch_id}"
-        table = None
+        table = target = None
         try:
             if self._arrow_output():
                 table = self._converter(key, rows[0]).to_table(rows)
@@ -437,7 +440,7 @@ class SparkSinkBolt(BatchingBolt):
         the batch being filled keeps growing, and the next job writes all of it.
         """
         size = int(self.batch_size)  # type: ignore[arg-type]
-        return size * self._per_write if self._parquet_targets.get(key) else size
+        return size * self._per_write if self._writer is not None and self._parquet_targets.get(key) else size
 
     def _hand_over_full(self, key: Hashable) -> None:
         """Hand over ``key``'s batch while it holds ``spark.sink.batch.size`` rows or more: whole
