@@ -29,7 +29,11 @@ two cores are shared. For each batch size, the same pre-built rows go to Parquet
   the engine's ceiling on this machine at that moment. ``sink`` and ``topology`` use the
   default writer here (pyarrow: ``spark.sink.writer: auto``); ``sink-spark`` and
   ``topology-spark`` write each batch with a Spark job (``spark.sink.writer: spark``);
-  ``--connect`` adds ``topology-connect`` through a Spark Connect server (in a child process).
+  ``--connect`` adds ``topology-connect`` through a Spark Connect server (in a child process),
+  beside the same topology into a discarding bolt with the same settings: by default the ones
+  the docs recommend through Spark Connect (``--connect-pending`` 16 batches of
+  ``topology.max.spout.pending``, ``spark.sink.max.inflight.batches`` 1,
+  ``spark.state.max.batches.per.write`` 8; ``--connect-conf``).
 
 The ratios printed are sink / best direct method and topology / best direct method. Issue 5's
 target: sink ratio >= 0.8 and >= 100,000 rows/s at 50k-row batches.
@@ -219,6 +223,11 @@ class BenchEngineTopology(Topology):
 
 #: ``topology.max.spout.pending`` of the topology runs, in batches (``--pending``).
 PENDING_BATCHES = 2
+#: The sink through Spark Connect as the docs recommend it (docs/concepts/trident-state.md): enough
+#: batches pending that the spout never waits for a whole batch's acks, one Spark job at a time,
+#: and up to 8 batches' rows in one job while the writer is busy.
+CONNECT_PENDING = 16
+CONNECT_CONF = {"spark.sink.max.inflight.batches": 1, "spark.state.max.batches.per.write": 8}
 #: This process's CPU seconds (every thread) in the last ``through_topology`` run, start to last ack.
 LAST_RUN_CPU = [0.0]
 
@@ -297,6 +306,17 @@ def main(argv: list[str] | None = None) -> int:
                              "pyspark wheel, its driver on --master)")
     parser.add_argument("--pending", type=float, default=2, metavar="BATCHES",
                         help="topology.max.spout.pending of the topology runs, in batches (default %(default)s)")
+    parser.add_argument("--connect-pending", type=float, default=CONNECT_PENDING, metavar="BATCHES",
+                        help="topology.max.spout.pending of both topologies in the Spark Connect part, in batches "
+                             "(default %(default)s)")
+    parser.add_argument("--connect-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config key of both topologies in the Spark Connect part (repeatable; over "
+                             + ", ".join(f"{k}={v}" for k, v in CONNECT_CONF.items()) + ")")
+    parser.add_argument("--warm-jobs", type=int, default=20,
+                        help="Spark jobs of an unmeasured sink topology run (10,000-row batches, one job each) that "
+                             "warm the Spark Connect server's JIT before the measured runs (default %(default)s)")
+    parser.add_argument("--connect-only", action="store_true",
+                        help="with --topology-only and --connect: only the Spark Connect part")
     parser.add_argument("--topology-only", action="store_true",
                         help="only the topology into the sink (Arrow writer) and engine-only, alternating; "
                              "no SparkSession in this process")
@@ -308,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         connect_child(args)
         return 0
     if args.topology_only:
-        topology_only(args)
+        if not (args.connect_only and args.connect):
+            topology_only(args)
         if args.connect:
             connect_part(args)
         return 0
@@ -410,34 +431,60 @@ def connect_part(args: argparse.Namespace) -> None:
     process (a process has one SparkSession, and main's is a classic one)."""
     from stormpy.testing.spark_cluster import run_connect_child
 
+    extra = [arg for item in args.connect_conf for arg in ("--connect-conf", item)]
     print(run_connect_child(args.connect, args.master, [sys.executable, __file__, "--rows", str(args.rows),
                              "--batch-sizes", args.batch_sizes, "--rounds", str(args.rounds),
-                             "--pending", str(args.pending)]), flush=True)
+                             "--pending", str(args.connect_pending), "--warm-jobs", str(args.warm_jobs),
+                             *extra]), flush=True)
+
+
+def connect_conf(items: list[str]) -> dict[str, Any]:
+    """``CONNECT_CONF`` with the ``--connect-conf KEY=VALUE`` overrides (values read as YAML)."""
+    import yaml
+
+    conf: dict[str, Any] = dict(CONNECT_CONF)
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--connect-conf wants KEY=VALUE, got {item!r}")
+        conf[key] = yaml.safe_load(value)
+    return conf
 
 
 def connect_child(args: argparse.Namespace) -> None:
     import pyarrow.dataset as ds
 
-    conf = {"spark.remote": args.connect_child, "topology.message.timeout.secs": 60}
+    conf = {"spark.remote": args.connect_child, "topology.message.timeout.secs": 60, **connect_conf(args.connect_conf)}
+    print(f"Spark Connect part: topology.max.spout.pending {args.pending} batches, "
+          + ", ".join(f"{k}={v}" for k, v in conf.items() if k.startswith(("spark.sink", "spark.state"))) + ", for both topologies",
+          flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="stormpy-bench-spark-connect-"))
     # Held for the whole child, as main() holds its session: the sinks of every run share it
-    # (started once, not per run), and a warm-up run takes the first Connect job's cost.
+    # (started once, not per run). A Connect server runs for long: its first Spark jobs run
+    # several times slower than warm ones (JIT; measured 8 s, then 0.6 s falling to ~0.2 s over
+    # ~20 jobs of 80k rows), so a warm-up run of 10k-row batches, a job each, goes first.
     acquire_session(conf)
     try:
-        through_topology(conf, 20_000, 10_000, workdir / "warmup")
+        warm = 10_000
+        through_topology({**conf, "spark.state.max.batches.per.write": 1}, max(2, args.warm_jobs) * warm, warm,
+                         workdir / "warmup")
         for batch in (int(b) for b in args.batch_sizes.split(",")):
-            got: dict[str, list[float]] = {"connect": [], "engine": []}
+            got: dict[str, list[float]] = {"connect": [], "engine": [], "cpu": []}
             for round_no in range(args.rounds):
                 out = workdir / f"c-{batch}-{round_no}"
-                got["connect"].append(rate(args.rows, through_topology(conf, args.rows, batch, out)))
+                connect, connect_cpu = timed_run(lambda: through_topology(conf, args.rows, batch, out), args.rows)
                 written = ds.dataset(str(out), format="parquet").count_rows()
                 if written != args.rows:
                     raise RuntimeError(f"Spark Connect run wrote {written} rows, expected {args.rows}")
-                got["engine"].append(rate(args.rows, through_topology(conf, args.rows, batch, workdir / "none",
-                                                                      BenchEngineTopology)))
+                engine, engine_cpu = timed_run(lambda: through_topology(conf, args.rows, batch, workdir / "none",
+                                                                        BenchEngineTopology), args.rows)
+                got["connect"].append(connect)
+                got["engine"].append(engine)
+                got["cpu"].append(connect_cpu / engine_cpu if engine_cpu else 0.0)
             connect, engine = statistics.median(got["connect"]), statistics.median(got["engine"])
             print(f"{batch:>7} topology-connect ({args.connect_child}) {connect:>10,.0f} rows/s / engine-only "
-                  f"{engine:,.0f} = {connect / engine:.2f}x", flush=True)
+                  f"{engine:,.0f} = {connect / engine:.2f}x (rows per CPU-second of the worker "
+                  f"{statistics.median(got['cpu']):.2f}x)", flush=True)
     finally:
         release_session("benchmark finished")
         shutil.rmtree(workdir, ignore_errors=True)

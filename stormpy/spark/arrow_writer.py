@@ -203,7 +203,8 @@ def use_parquet_handover(conf: Mapping[str, Any], key: str, *, shared_path: bool
     the executors need); a Parquet file written by pyarrow next to the output is read by the
     executors' vectorized reader instead (-34% JVM CPU measured). It needs the output to be a
     path this worker writes with plain file calls and every executor sees (``shared_path``):
-    SparkState through Connect requires that already. ``auto`` picks it when Spark is not the
+    SparkState through Connect requires that already; SparkSinkBolt's built-in writer appending to
+    such a path uses it too (``choose_handover``). ``auto`` picks it when Spark is not the
     embedded local one; tables keep the Arrow hand-over (their location is known only once the
     table exists). Raises ConfigError for an unknown choice or ``parquet`` where it cannot apply.
     """
@@ -240,3 +241,32 @@ def write_handover(table: pa.Table, directory: str) -> None:
     os.makedirs(directory, exist_ok=False)
     pq.write_table(table, os.path.join(directory, HANDOVER_FILE), compression="NONE", use_dictionary=False)
 
+
+def choose_handover(conf: Mapping[str, Any], key: str, schema: pa.Schema, *, shared_path: bool,
+                    table: str | None, who: str) -> bool:
+    """Decide, once per output, whether its Spark jobs read staged Parquet (``use_parquet_handover``)
+    given the first batch's Arrow ``schema`` (``handover_compatible``); logs the choice for ``who``."""
+    chosen = use_parquet_handover(conf, key, shared_path=shared_path, table=table)
+    unfit = handover_compatible(schema) if chosen else None
+    if unfit is not None:
+        log.info("%s: rows handed to Spark as Arrow, not Parquet: %s", who, unfit)
+        chosen = False
+    log.info("%s: Spark jobs take their rows %s", who,
+             "from staged Parquet files" if chosen else "as Arrow record batches")
+    return chosen
+
+
+def handover_dataframe(spark: Any, table: pa.Table, schema: Any, directory: str, uri: str | None = None) -> Any:
+    """Write ``table`` into the new directory ``directory`` (``write_handover``) and return a
+    DataFrame that reads it (``uri``: how Spark names the directory, default the same path).
+
+    ``schema`` (a StructType; None: derived from the table as ``createDataFrame`` would) is given
+    to the reader, so Spark neither lists the file's footer for it nor reads other types than
+    the Arrow hand-over would give. The caller removes ``directory`` once the job is done (also
+    when it failed, or when this raised).
+    """
+    write_handover(table, directory)
+    if schema is None:
+        from pyspark.sql.pandas.types import from_arrow_schema
+        schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=False)
+    return spark.read.schema(schema).parquet(uri or directory)

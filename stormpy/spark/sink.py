@@ -22,6 +22,15 @@ A batch is never half-acked, and a bad batch never kills the task. At shutdown t
 batches are written and every write in flight is waited for before ``close`` returns. With
 overlap ``handle_batch`` runs on the writer thread: it must not emit.
 
+Through Spark Connect or a cluster master (``spark.remote``, ``spark.master: spark://...``), the
+built-in writer appending to a path this worker sees hands each batch to Spark as a staged
+Parquet file (``stormpy.spark.writer.write_handed_over``, ``spark.state.handover``), not as
+Arrow rows inside the job's plan; a ``handle_batch`` or ``write`` override still gets a
+DataFrame of Arrow rows. Such a Spark job costs ~0.15-0.3 s whatever its rows, so while the
+writer is busy with one, the batch being filled keeps growing up to
+``spark.state.max.batches.per.write`` batches and the next job writes all of it (whole batches
+of ``spark.sink.batch.size`` rows; its tuples are still acked only after that job returned).
+
 Rows as they arrive (``make_driver``): the plain sink takes whole received batches of raw
 messages and keeps them in its batches as they are, one ``list.extend`` per run of one source
 task and stream: no Tuple object, no held-tuple entry and no Python call per row; a written
@@ -50,12 +59,12 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.config import ConfigError
-from stormpy.spark.arrow_writer import arrow_compatible, use_arrow_writer
+from stormpy.spark.arrow_writer import arrow_compatible, choose_handover, use_arrow_writer
 from stormpy.spark.convert import ArrowHandover, BatchConversionError, RowConverter, parse_schema
 from stormpy.spark.inflight import BackgroundWriter, InFlight
 from stormpy.spark.session import acquire_session, release_session
 from stormpy.spark.settings import SinkSettings, sink_settings
-from stormpy.spark.writer import write_arrow_batch, write_batch
+from stormpy.spark.writer import handover_directory, write_arrow_batch, write_batch, write_handed_over
 from stormpy.api.component import BatchingBolt
 from stormpy.api.tuple import Tuple
 from stormpy.streams import SYSTEM_COMPONENT, TICK
@@ -119,6 +128,9 @@ class SparkSinkBolt(BatchingBolt):
         self._schema: Any = None
         self._arrow: bool | None = None   # decided at the first batch (_arrow_output)
         self._arrow_checked = False
+        self._parquet_targets: dict[Hashable, str | None] = {}   # per stream: _handover_target
+        # rows one write may take while the writer is busy, in batches (``_write_cap``)
+        self._per_write = max(1, int(cfg.read(stormconf, cfg.SPARK_STATE_MAX_BATCHES_PER_WRITE)))
         self._abandoned: set[int] = set()   # batch ids failed when a drain timed out
         self.last_batch_id = 0
         for name in ("batches", "rows", "failed_batches", "failed_rows", "spark_secs_total", "inflight_batches",
@@ -236,19 +248,47 @@ class SparkSinkBolt(BatchingBolt):
         allows it, else as a DataFrame through ``handle_batch``. A value that does not convert
         raises SinkBatchError naming the batch."""
         rows = [m[2] for m in tups] if self._raw else [tup.values for tup in tups]
+        tag = f"task{self._task_id}-batch{batch_id}"
+        table = target = None
         try:
             if self._arrow_output():
                 table = self._converter(key, rows[0]).to_table(rows)
                 if self._arrow_fits(table):
-                    write_arrow_batch(table, self.sink, f"task{self._task_id}-batch{batch_id}")
+                    write_arrow_batch(table, self.sink, tag)
                     return
             spark = self.spark()
             converter = self._converter(key, rows[0])
-            df = converter.to_dataframe(spark, rows, self._handover)
+            if table is None:
+                table = converter.to_table(rows)
+            target = self._handover_target(key, spark, table)
+            if target is None:
+                df = converter.table_to_dataframe(spark, table, self._handover)
         except BatchConversionError as exc:
             raise SinkBatchError(f"task {self._task_id}: batch {batch_id} ({len(tups)} tuples from "
                                  f"{_stream_name(key)}) was not written, its tuples fail: {exc}") from None
+        if target is not None:
+            write_handed_over(spark, table, converter.schema, self.sink, target, tag)
+            return
         self.handle_batch(spark, df, batch_id)
+
+    def _handover_target(self, key: Hashable, spark: Any, table: Any) -> str | None:
+        """The output directory when this stream's batches take the Parquet hand-over (the
+        built-in writer appending to a path this worker sees, through Spark Connect or a cluster
+        master: ``spark.state.handover``), else None; decided at the stream's first batch."""
+        target = self._parquet_targets.get(key, _UNKNOWN)
+        if target is _UNKNOWN:
+            target = None
+            cls = type(self)
+            if cls.handle_batch is SparkSinkBolt.handle_batch and cls.write is SparkSinkBolt.write:
+                # Only where it can apply: the key is topology-wide, and ``parquet`` set for a
+                # SparkState must not fail a sink that writes a table.
+                directory = handover_directory(spark, self.sink)
+                if directory is not None and choose_handover(
+                        self._stormconf, cfg.SPARK_STATE_HANDOVER.name, table.schema, shared_path=True,
+                        table=None, who=f"Spark sink task {self._task_id} {_stream_name(key)}"):
+                    target = directory
+            self._parquet_targets[key] = target
+        return target  # type: ignore[return-value]
 
     def _arrow_output(self) -> bool:
         """Whether batches go to files through pyarrow: the built-in writer (``handle_batch`` not
@@ -280,6 +320,9 @@ class SparkSinkBolt(BatchingBolt):
             return
         try:
             self._settle(writer.pop_done())
+            if self._raw and not writer.full:   # batches that grew while the writer was busy
+                for key in [k for k, rows in self._batches.items() if len(rows) >= self.batch_size]:  # type: ignore[operator]
+                    self._hand_over_full(key)
         except Exception as exc:  # noqa: BLE001 - reported, the executor must live
             self.logger.exception("settling finished Spark batches failed")
             self.report_error(f"settling finished Spark batches failed: {exc!r}")
@@ -384,10 +427,35 @@ class SparkSinkBolt(BatchingBolt):
         if batch is None:
             batch = self._open_batch(key)
         batch.extend(run)
-        size = self.batch_size
-        while len(batch) >= size:  # type: ignore[operator]
-            rest = batch[size:]
-            del batch[size:]
+        if len(batch) >= self.batch_size:  # type: ignore[operator]
+            self._hand_over_full(key)
+
+    def _write_cap(self, key: Hashable) -> int:
+        """How many rows one write of ``key``'s batch may take: ``spark.sink.batch.size``, or up to
+        ``spark.state.max.batches.per.write`` times that for batches that take the Parquet
+        hand-over (the built-in writer through Spark Connect or a cluster master).
+
+        Why: each such write is a Spark job with a fixed cost (~0.15-0.3 s through Spark Connect
+        on a small machine) that does not depend on its rows; while the writer is busy with one,
+        the batch being filled keeps growing, and the next job writes all of it.
+        """
+        size = int(self.batch_size)  # type: ignore[arg-type]
+        return size * self._per_write if self._writer is not None and self._parquet_targets.get(key) else size
+
+    def _hand_over_full(self, key: Hashable) -> None:
+        """Hand over ``key``'s batch while it holds ``spark.sink.batch.size`` rows or more: whole
+        batches (a multiple of ``spark.sink.batch.size`` rows, at most ``_write_cap``), the rest
+        starting the next batch; a batch that may grow waits while the writer is busy (it is
+        handed over when the write in front of it is settled, ``_settle_finished``)."""
+        size = int(self.batch_size)  # type: ignore[arg-type]
+        cap = self._write_cap(key)
+        batch = self._batches.get(key)
+        while batch is not None and len(batch) >= size:
+            if cap > len(batch) and self._writer is not None and self._writer.full:
+                return
+            take = min(cap, len(batch) // size * size)   # whole batches: the rest starts the next one
+            rest = batch[take:]
+            del batch[take:]
             self._run_batch(key)
             if not rest:
                 return

@@ -57,6 +57,7 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.extras import require
+from stormpy.spark.writer import STAGED_JOB_OPTIONS
 from stormpy.trident.state.contract import State, StateFactory, StateUpdater
 
 log = logging.getLogger(__name__)
@@ -66,13 +67,8 @@ DIE_AFTER_WRITE_KEY = cfg.SPARK_STATE_TEST_DIE_AFTER_WRITE.name
 MAX_INFLIGHT_KEY = cfg.SPARK_SINK_MAX_INFLIGHT_BATCHES.name
 MAX_PER_WRITE_KEY = cfg.SPARK_STATE_MAX_BATCHES_PER_WRITE.name
 TXID_COLUMN = "stormpy_txid"   # splits a commit group's staging directory; never published
-#: Hadoop committer settings of SparkState's own Spark jobs (writer options reach the job's Hadoop
-#: configuration; the user's ``options`` win). A job writes a hidden staging directory that is
-#: published by stormpy's renames only after the job succeeded, and discarded otherwise, so the
-#: committer's second rename pass (algorithm 1) and its ``_SUCCESS`` marker buy nothing here:
-#: ~0.05 s of the Spark driver's CPU per job measured through Spark Connect.
-JOB_OPTIONS = {"mapreduce.fileoutputcommitter.algorithm.version": "2",
-               "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
+#: Hadoop committer settings of SparkState's own Spark jobs (``writer.STAGED_JOB_OPTIONS``).
+JOB_OPTIONS = STAGED_JOB_OPTIONS
 _WAIT_LOG_SECS = 30.0
 
 
@@ -498,22 +494,15 @@ class SparkBatchState(State):
         if self._parquet is None:
             from stormpy.config import SPARK_STATE_HANDOVER
             from stormpy.spark import idempotent
-            from stormpy.spark.arrow_writer import handover_compatible, use_parquet_handover
+            from stormpy.spark.arrow_writer import choose_handover
 
             shared = False
             if self.factory.path is not None:
                 self._ensure_files(None)
                 shared = isinstance(self._batches.files, idempotent.LocalFiles)
-            chosen = use_parquet_handover(self.conf, SPARK_STATE_HANDOVER.name, shared_path=shared,
-                                          table=self.factory.table)
-            unfit = handover_compatible(table.schema) if chosen else None
-            if unfit is not None:
-                log.info("SparkState %s p%d: rows handed to Spark as Arrow, not Parquet: %s", self.namespace,
-                         self.partition, unfit)
-                chosen = False
-            log.info("SparkState %s p%d: Spark jobs take their rows %s", self.namespace, self.partition,
-                     "from staged Parquet files" if chosen else "as Arrow record batches")
-            self._parquet = chosen
+            self._parquet = choose_handover(self.conf, SPARK_STATE_HANDOVER.name, table.schema, shared_path=shared,
+                                            table=self.factory.table,
+                                            who=f"SparkState {self.namespace} p{self.partition}")
         return self._parquet
 
     def _handed_over(self, spark: Any, table: Any, schema: Any, staging: str) -> tuple[Any, str]:
@@ -523,14 +512,16 @@ class SparkBatchState(State):
         The directory shares the staging directory's name prefix, so a task taking the
         partition over removes it with the other orphans (``BatchFiles.clean_staging``).
         """
-        from stormpy.spark.arrow_writer import write_handover
+        from stormpy.spark.arrow_writer import handover_dataframe
 
         handed = f"{staging}-in"
-        write_handover(table, self._batches.files.join(handed))
-        if schema is None:
-            from pyspark.sql.pandas.types import from_arrow_schema
-            schema = from_arrow_schema(table.schema, prefer_timestamp_ntz=False)
-        return spark.read.schema(schema).parquet(self._batches.staging_uri(handed)), handed
+        try:
+            df = handover_dataframe(spark, table, schema, self._batches.files.join(handed),
+                                    self._batches.staging_uri(handed))
+        except BaseException:
+            self._batches.discard(handed)   # a half-written hand-over file
+            raise
+        return df, handed
 
     def _spark_write(self, rows: list, txid: int, prepared: Any = None) -> str | None:
         """Convert and write one batch into a fresh staging directory; returns it (None: no rows).

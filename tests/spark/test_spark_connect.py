@@ -162,6 +162,96 @@ def test_spark_state_through_connect_hands_rows_over_as_parquet_and_leaves_no_st
     assert last == str(sorted([(w, t) for t in range(1, 5) for w in ("x", "y")] + [("z", 5), ("w", 60)]))
 
 
+SINK_TOPOLOGY = """
+import os
+from stormpy import Spout, Topology
+from stormpy.local.runner import LocalTopology
+from stormpy.spark import session
+from stormpy.spark.sink import SparkSinkBolt
+from stormpy.testing import wait_until
+
+class Rows(Spout):
+    outputs = ["id", "word"]
+
+    def initialize(self, conf, context):
+        self.todo = list(range(int(conf["test.rows"])))[::-1]
+        self.acked, self.failed = set(), []
+
+    def next_tuple(self):
+        if self.todo:
+            i = self.todo.pop()
+            self.emit([i, f"w{i % 3}"], tup_id=i)
+
+    def ack(self, i):
+        self.acked.add(i)
+
+    def fail(self, i):
+        self.failed.append(i)
+        self.todo.append(i)
+
+class ToSink(Topology):
+    rows = Rows.spec()
+    sink = SparkSinkBolt.spec(inputs=[rows])
+
+def start(name, out, n, **extra):
+    conf = {"spark.remote": REMOTE, "spark.sink.path": out, "spark.sink.batch.size": 400, "spark.sink.batch.secs": 1,
+            "spark.sink.max.inflight.batches": 1, "topology.message.timeout.secs": 60, "test.rows": n, **extra}
+    local = LocalTopology(ToSink, name, conf).start()
+    parts = {ex.component_id: task.component for ex in local.runtime.executors.values() for task in ex.tasks.values()}
+    return local, parts["rows"], parts["sink"]
+
+def leftovers(out):
+    staging = os.path.join(out, "_stormpy_staging")
+    return sorted(os.listdir(staging)) if os.path.isdir(staging) else []
+"""
+
+
+def test_sink_through_connect_hands_batches_over_as_parquet_writes_each_row_once_and_leaves_no_staging_files(
+        connect: SparkConnectServer, tmp_path: Path) -> None:
+    """SparkSinkBolt's built-in writer through Connect: each batch goes to Spark as a staged Parquet
+    file, a failed write (before the job, and inside the Spark job) fails the batch's tuples, the
+    replays are written once, and no hand-over or staging files stay behind."""
+    last = run_client(SINK_TOPOLOGY + """
+spark = session.acquire_session({"spark.remote": REMOTE})   # shared with the sinks, for reading
+n = 1000
+os.makedirs(OUT)
+blocker = os.path.join(OUT, "_stormpy_staging")
+with open(blocker, "w") as handle:   # a file where the staging directory goes: the first writes fail
+    handle.write("x")
+local, spout, sink = start("sink-connect", OUT, n)
+try:
+    wait_until(lambda: sink.metrics["failed_batches"] >= 1, 120, "a write failing on the blocked staging directory")
+    assert not spout.acked, "a tuple was acked although its batch's write failed"
+    os.remove(blocker)
+    wait_until(lambda: len(spout.acked) == n, 120, f"all {n} rows acked after the replays")
+    targets = dict(sink._parquet_targets)
+finally:
+    local.stop(drain_secs=5)
+assert sink._arrow is False and list(targets.values()) == [OUT], (sink._arrow, targets)
+assert spout.failed and sink.metrics["rows"] == n, (len(spout.failed), sink.metrics)
+ids = sorted(r["id"] for r in spark.read.parquet(OUT).collect())
+assert ids == list(range(n)), f"{len(ids)} rows read, {len(set(ids))} distinct"
+assert leftovers(OUT) == [], leftovers(OUT)
+written = sorted(name for name in os.listdir(OUT) if not name.startswith("_"))
+assert all(name.startswith("part-") and name.endswith(".snappy.parquet") for name in written), written
+
+bad = OUT + "-bad"   # every Spark job fails: after its hand-over file was written
+local, spout, sink = start("sink-connect-bad", bad, 300, **{"spark.sink.options": {"compression": "no-such-codec"}})
+try:
+    wait_until(lambda: sink.metrics["failed_batches"] >= 2, 120, "two failed Spark jobs")
+    errors = [text for _, _, text in local.reporter.errors.get("sink", [])]
+finally:
+    local.stop(drain_secs=0)
+assert sink._parquet_targets and list(sink._parquet_targets.values()) == [bad]
+assert not spout.acked and spout.failed
+assert any("no-such-codec" in text for text in errors), errors[:1]
+assert leftovers(bad) == [], leftovers(bad)
+session.release_session("done")
+print("ok", len(ids))
+""", connect.remote, tmp_path / "out")
+    assert last == "ok 1000"
+
+
 TOPOLOGY_ON_S3 = """
 from stormpy.trident import BatchSpout, SparkState, TridentTopology
 

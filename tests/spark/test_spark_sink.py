@@ -207,6 +207,30 @@ def test_failed_handle_batch_fails_its_tuples_which_replay_and_are_written(spark
     assert sink_restarts(local) == 0
 
 
+def test_parquet_handover_groups_whole_batches_while_the_writer_is_busy_and_leaves_no_staging_files(
+        spark: Any, spark_conf: Conf, tmp_path: Path, running: Any) -> None:
+    """``spark.state.handover: parquet`` (the default through Spark Connect or a cluster master,
+    forced here on the embedded Spark with a Spark job per batch): each write is a Spark job
+    reading a staged Parquet file; while one runs, the next batch grows to up to
+    ``spark.state.max.batches.per.write`` batches, so fewer jobs than batches write every row once."""
+    n, size = 3000, 100
+    local = running(RowsToParquet, "sink-handover", run_conf(tmp_path, spark_conf, **{
+        "test.rows": n, "spark.sink.batch.size": size, "spark.sink.batch.secs": 30, "spark.sink.writer": "spark",
+        "spark.state.handover": "parquet", "spark.sink.max.inflight.batches": 1,
+        "spark.state.max.batches.per.write": 4}))
+    spout = components(local, "rows")[0]
+    wait_until(lambda: len(spout.acked) == n, WAIT_SECS, f"all {n} rows acked")
+    sink = components(local, "sink")[0]
+    local.stop()
+    out = tmp_path / "out"
+    assert sink._arrow is False and list(sink._parquet_targets.values()) == [str(out)]
+    assert read_rows(spark, out) == [(i, f"w{i % 7}", i * 10) for i in range(n)]
+    assert spout.failed == [] and sink.metrics["rows"] == n
+    # 30 batches of 100 rows; the first Spark job alone takes longer than the spout's 3000 rows
+    assert sink.metrics["batches"] < n // size, sink.metrics
+    assert not (out / "_stormpy_staging").exists() or list((out / "_stormpy_staging").iterdir()) == []
+
+
 def test_partial_batch_is_flushed_after_batch_secs_without_more_input(spark: Any, spark_conf: Conf, tmp_path: Path,
         running: Any) -> None:
     local = running(RowsToParquet, "sink-timer",
