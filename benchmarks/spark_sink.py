@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connect-conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a config key of both topologies in the Spark Connect part (repeatable; over "
                              + ", ".join(f"{k}={v}" for k, v in CONNECT_CONF.items()) + ")")
-    parser.add_argument("--warm-jobs", type=int, default=20,
+    parser.add_argument("--warm-jobs", type=int, default=60,
                         help="Spark jobs of an unmeasured sink topology run (10,000-row batches, one job each) that "
                              "warm the Spark Connect server's JIT before the measured runs (default %(default)s)")
     parser.add_argument("--connect-only", action="store_true",
@@ -462,7 +462,9 @@ def connect_child(args: argparse.Namespace) -> None:
     # Held for the whole child, as main() holds its session: the sinks of every run share it
     # (started once, not per run). A Connect server runs for long: its first Spark jobs run
     # several times slower than warm ones (JIT; measured 8 s, then 0.6 s falling to ~0.2 s over
-    # ~20 jobs of 80k rows), so a warm-up run of 10k-row batches, a job each, goes first.
+    # ~20 jobs of 80k rows, and still falling after 20 small ones: 10k-row batches measured
+    # 0.53-0.64x of engine-only after 20 warm-up jobs, 0.63-0.68x after 60), so a warm-up run of
+    # 10k-row batches, a job each, goes first.
     acquire_session(conf)
     try:
         warm = 10_000
