@@ -48,7 +48,8 @@ class AckerBolt(Bolt):
             for dest, answer in self.process_messages(messages):
                 send(dest, answer)
 
-        return RawBatchDriver(on_batch)
+        # joined batches: the acker runs no user code, and a crash of its own loses its ledger anyway
+        return RawBatchDriver(on_batch, joins=True)
 
     def process_messages(self, messages: list[Any]) -> list[tuple[int, Any]]:
         """Apply a batch of acker messages; return (spout task, answer message) pairs."""

@@ -163,7 +163,9 @@ def write_handed_over(spark: Any, table: Any, schema: Any, settings: SinkSetting
     handed = f"{staging_dir}-in"
     os.makedirs(os.path.dirname(staging_dir), exist_ok=True)
     try:
-        _write_staged_local(handover_dataframe(spark, table, schema, handed), settings, staging_dir, target)
+        # ``file://``: these are paths of this worker's filesystem whatever the server's default one
+        _write_staged_local(handover_dataframe(spark, table, schema, handed, uri=f"file://{handed}"), settings,
+                            staging_dir, target)
     finally:
         shutil.rmtree(handed, ignore_errors=True)
 
@@ -217,7 +219,7 @@ def _write_staged_local(df: Any, settings: SinkSettings, staging: str, target: s
     """Local-disk variant of staging: the same steps with os calls instead of Hadoop RPCs."""
     staging_dir = os.path.join(target, STAGING_DIR, os.path.basename(staging))
     try:
-        _writer(df, settings, "error", staged=True).save(staging_dir)
+        _writer(df, settings, "error", staged=True).save(f"file://{staging_dir}")   # a path of this worker's disk
         moved = 0
         for directory, _dirs, names in os.walk(staging_dir):
             relative_dir = os.path.relpath(directory, staging_dir)

@@ -344,7 +344,8 @@ class BoltExecutor(Executor[BoltTask]):
         smaller batches (at parallelism 2 a count task gets two of ~150 words per round where
         parallelism 1 gets one of ~600, and the acker five where it got three), and each batch
         pays the driver's fixed cost (its setup, settling, counting; the acker's answers).
-        Joined, the driver runs once per task and round. Order is kept: a control call or a
+        Joined, the driver runs once per task and round, where its driver allows it
+        (``Driver.joins``: not for raw-batch bolts, which keep nothing of a crashed call). Order is kept: a control call or a
         batch for another task ends the join and is taken after it. Between joined batches,
         as between batches before, a due flush runs and the step's time (``until``) is checked.
         """
@@ -352,13 +353,13 @@ class BoltExecutor(Executor[BoltTask]):
         limit = self.settings.transfer_batch_size
         group_task: int | None = None
         group: list[Any] = []
-        joined = False
+        joined = joins = False
         taken = 0
         while taken < most and not queue.empty():
             item = queue.get_nowait()   # one consumer: not empty means get succeeds
             taken += 1
             task_id, payload = item
-            if task_id is not None and task_id == group_task and len(group) < limit:
+            if task_id is not None and task_id == group_task and joins and len(group) < limit:
                 if not joined:
                     group, joined = list(group), True   # the received lists stay as they are
                 group += payload
@@ -373,6 +374,8 @@ class BoltExecutor(Executor[BoltTask]):
                 self._take(item)
                 continue
             group_task, group, joined = task_id, payload, False
+            task = self.tasks.get(task_id)
+            joins = task is not None and task.driver is not None and task.driver.joins
         if group_task is not None:
             self._take((group_task, group))
             self._after_batch(until)

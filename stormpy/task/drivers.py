@@ -74,6 +74,11 @@ class Driver:
 
     #: Named in crash reports ("component x task 3 raised in process").
     where = "process"
+    #: Whether consecutive queued batches for the task may reach ``on_messages`` as one call
+    #: (``BoltExecutor._take_joined``). Only for drivers that lose nothing by it when the
+    #: component crashes mid-call: a TupleDriver keeps the unprocessed rest in ``task.backlog``
+    #: for the new instance, where a raw-batch bolt would lose a joined batch it never saw.
+    joins = False
 
     def on_messages(self, messages: list[Any]) -> None:
         """Handle one received batch of ``(stream, src_task, values, anchors)`` messages."""
@@ -96,6 +101,8 @@ class TupleDriver(Driver):
     the executor's ``TupleTrees`` (``settle_runs``: consecutive tuples of one tree, like a
     sentence's words, combine without touching its dict).
     """
+
+    joins = True
 
     def __init__(self, task: BoltOutputCollector, component: Any, auto_ack: bool | None = None) -> None:
         self.task: BoltTask = cast("BoltTask", task)   # drivers are engine code: the task itself
@@ -233,8 +240,9 @@ class RawBatchDriver(Driver):
 
     def __init__(self, on_batch: Callable[[list[Any]], None],
                  pending: Callable[[], list[Any]] | None = None,
-                 before_close: Callable[[], None] | None = None) -> None:
+                 before_close: Callable[[], None] | None = None, joins: bool = False) -> None:
         self._on_batch = on_batch
+        self.joins = joins
         self._pending = pending
         self._before_close = before_close
 

@@ -203,7 +203,11 @@ class TupleTrees:
             return
         for root in anchors[0::2]:
             self.pending.pop(root, None)
-            self.outbox.add(self.acker_tasks[root % self.num_ackers], (ACK_FAIL, task_id, [root], None))
+            index = root % self.num_ackers
+            values = self.acks[index]
+            if values and root in values[0::2]:   # its uncombined acks (``settle_raw_batch``) go too
+                values[:] = [x for r, e in zip(values[0::2], values[1::2]) if r != root for x in (r, e)]
+            self.outbox.add(self.acker_tasks[index], (ACK_FAIL, task_id, [root], None))
 
     # ------------------------------------------------------------ flush
     def has_acks(self) -> bool:

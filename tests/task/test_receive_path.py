@@ -210,3 +210,20 @@ def test_a_step_joins_queued_batches_for_one_task_in_order_and_keeps_control_cal
     assert len(first) == 2 and len(second) == 1 and len(third) == 3, "the received lists are kept"
     assert ex.queued == 0 and ex.queue.empty()
     assert dict(ex.stats.executed) == {("words", DEFAULT_STREAM): 7, ("pairs", DEFAULT_STREAM): 1}
+
+
+def test_a_raw_batch_bolts_queued_batches_are_not_joined() -> None:
+    """A raw-batch driver keeps nothing of a call that raised, so its queued batches reach it one
+    by one (``Driver.joins``): a crash in the first loses none of the second, which the new
+    instance gets."""
+    from stormpy.task.drivers import RawBatchDriver
+
+    runtime, _ = _runtime(**{"topology.transfer.batch.size": 50})
+    ex, task = _bolt(runtime)
+    words = _src(runtime, "words")
+    calls: list[list[Any]] = []
+    task.driver = RawBatchDriver(lambda messages: calls.append([m[2][0] for m in messages]))
+    for batch in ([(DEFAULT_STREAM, words, ["a"], None)], [(DEFAULT_STREAM, words, ["b"], None)]):
+        ex.enqueue(task.task_id, batch)
+    assert ex.step() == 0.0
+    assert calls == [["a"], ["b"]]

@@ -246,3 +246,20 @@ def _recording_outbox() -> Any:
     def send(target: int, messages: list[Any]) -> None:
         raise AssertionError("settling must not send before the flush")
     return Outbox(send, 100, "test")
+
+
+def test_a_failed_tree_takes_its_uncombined_raw_acks_with_it() -> None:
+    """A tree failed after one of its raw batches was settled (a sink batch written, another of
+    the same tree failing) must send no late ack after its fail: the acker would keep the root
+    until it times out."""
+    from stormpy.task.tree import TupleTrees
+
+    sent: list[Any] = []
+    from stormpy.task.emit import Outbox
+    trees = TupleTrees(Outbox(lambda target, messages: sent.extend(messages), 1, "test"), [7, 8], 1)
+    trees.settle_raw_batch([(10, 1), (11, 2), (10, 3), (12, 4)])
+    trees.fail_roots((10, 5), task_id=1)
+    assert trees.acks == [[12, 4], [11, 2]]
+    trees.flush()
+    trees.outbox.flush()
+    assert all(10 not in m[2] for m in sent if m[0] != "__ack_fail")
