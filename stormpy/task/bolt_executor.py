@@ -375,7 +375,7 @@ class BoltExecutor(Executor[BoltTask]):
                 continue
             group_task, group, joined = task_id, payload, False
             task = self.tasks.get(task_id)
-            joins = task is not None and task.driver is not None and task.driver.joins
+            joins = task is not None and bool(getattr(task.driver, "joins", False))   # BoltDriver need not have it
         if group_task is not None:
             self._take((group_task, group))
             self._after_batch(until)
