@@ -62,10 +62,10 @@ def test_serializer_keyerror_fails_and_replays_those_tuples_and_nothing_stalls(c
         pids = cluster.wait_workers(topology_id, 2)
         first = set(range(300))
         wait_until(lambda: first <= set(ids(out, "acked")), 120,
-                   "the first 300 ids acked, those ending in 3 after a fail and a replay")
+                   "the first 300 ids acked, those ending in 3 or 8 after a fail and a replay")
         failed = set(ids(out, "failed"))
         assert failed, "some poisoned tuples crossed workers and were failed"
-        assert all(i % 10 == 3 for i in failed), f"only poisoned ids fail: {sorted(failed)[:20]}"
+        assert all(i % 5 == 3 for i in failed), f"only poisoned ids fail: {sorted(failed)[:20]}"
 
         def keyerrors() -> list[str]:
             errors = (cluster.topology_info(topology_id).errors or {}).get("amounts", [])

@@ -2,7 +2,9 @@
 
 The spout emits ``Amount(i, attempt)`` for ``i = 0, 1, 2, ...`` (reliable, ``tup_id=i``); the
 serializer registered for ``Amount`` raises KeyError on the first attempt of every id ending in
-3, so such a tuple cannot leave its worker: it must be failed (the spout re-emits it with the next
+3 or 8 (``ident % 5 == 3``: consecutive poisoned ids fall on every residue mod 4, so with shuffle
+grouping's round-robin over the 4 check tasks, Storm 2's order, some go to the other worker
+whatever the order was shuffled to), so such a tuple cannot leave its worker: it must be failed (the spout re-emits it with the next
 attempt number) while the others flow. Acked and failed ids go to ``acked-<i>.txt`` and
 ``failed-<i>.txt`` in ``test.out.dir``.
 """
@@ -20,7 +22,7 @@ class Amount:
 
 class AmountSerializer:
     def serialize(self, amount: Amount) -> bytes:
-        if amount.ident % 10 == 3 and amount.attempt == 0:
+        if amount.ident % 5 == 3 and amount.attempt == 0:
             rates = {"EUR": 1}
             return rates[f"rate-of-{amount.ident}"]   # KeyError: a bug in user code
         return amount.ident.to_bytes(8, "big") + amount.attempt.to_bytes(2, "big")
