@@ -144,31 +144,30 @@ class FastRoute:
     check_value: Callable[[Any], None]
     key_cache: dict[str, list[int]] | None      # fields grouping on one field: key -> targets
     key_index: int
-    #: counts a one-target emit (``itertools.count``: no int object per emit); the executor
-    #: adds the count to ``counter`` when it flushes (``count_ticks``)
-    tick: Callable[[], int]
+    #: ``tick(None)`` counts a one-target emit (no int object per emit); the executor adds
+    #: the count to ``counter`` when it flushes (``count_ticks``)
+    tick: Callable[[Any], None]
 
 
-def count_ticks(counter: list[int]) -> tuple[Callable[[], int], Callable[[], None]]:
-    """``(tick, fold)``: ``tick()`` counts one emit with one transfer; ``fold()`` adds the
+def count_ticks(counter: list[int]) -> tuple[Callable[[Any], None], Callable[[], None]]:
+    """``(tick, fold)``: ``tick(None)`` counts one emit with one transfer; ``fold()`` adds the
     emits counted since the last fold to the stream's ``[emitted, transferred]``.
 
-    ``counter[0] += 1; counter[1] += 1`` per emit makes and frees two int objects (counts
-    over 256 are not cached): 900 machine instructions where ``tick`` costs 430 (callgrind).
+    ``tick`` is a list's ``append``: one pointer stored, no object made (17 ns against 27 ns for
+    an ``itertools.count`` step, which makes and frees an int past 256, and twice that for
+    ``counter[0] += 1; counter[1] += 1``). The list holds one ``None`` per emit until the next
+    fold, which runs before every batch the outbox hands over and at every flush.
     """
-    ticks = itertools.count()
-    tick = ticks.__next__
-    folded = [0]
+    ticks: list[None] = []
 
     def fold() -> None:
-        seen = tick()   # the numbers taken so far; this call takes one more
-        new = seen - folded[0]
-        folded[0] = seen + 1
+        new = len(ticks)
         if new:
+            ticks.clear()
             counter[0] += new
             counter[1] += new
 
-    return tick, fold
+    return ticks.append, fold
 
 
 def debug_emit(task: TaskBase, emit: EmitFn) -> EmitFn:

@@ -379,7 +379,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
             counter[1] += len(targets)
             place(DEFAULT_STREAM, values, targets, tup_id, None)
             return None
-        tick()   # one emit, one transfer: counted in C, added to the counter at flush
+        tick(None)   # one emit, one transfer: counted in C, added to the counter at flush
         dest = targets[0]
         box = boxes[dest]
         if tup_id is None:
@@ -440,7 +440,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
             counter[1] += len(targets)
             place(DEFAULT_STREAM, values, targets, None, None)
             return None
-        tick()   # one emit, one transfer: counted in C, added to the counter at flush
+        tick(None)   # one emit, one transfer: counted in C, added to the counter at flush
         dest = targets[0]
         box = boxes[dest]
         if roots is None:
