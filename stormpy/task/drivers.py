@@ -112,13 +112,19 @@ class TupleDriver(Driver):
         self.auto_ack = bool(component.auto_ack) if auto_ack is None else auto_ack
 
     def _process_sampled(self, tup: Tuple, received: float) -> int:
-        """``process`` one tuple of the sampled ones, timing it (execute latency); returns the
-        countdown to the next sampled tuple."""
+        """``process`` one tuple of the sampled ones, timing it: its execute latency, and its
+        process latency (received -> ack) when it is auto-acked right after; returns the
+        countdown to the next sampled tuple. A tuple acked later records its process latency
+        then (``BoltTask.ack``, from ``_recv``)."""
         stats = self.executor.stats
         start = time.monotonic()
         tup._recv = received
         self.process(tup)
-        stats.add_latency(stats.execute_ms, tup._skey, (time.monotonic() - start) * 1000.0)
+        end = time.monotonic()
+        key = tup._skey
+        stats.add_latency(stats.execute_ms, key, (end - start) * 1000.0)
+        if self.auto_ack and not tup._done:
+            stats.add_latency(stats.process_ms, key, (end - received) * 1000.0)
         return self.executor.settings.sample_every
 
     def on_messages(self, messages: list[Any]) -> None:
@@ -147,7 +153,7 @@ class TupleDriver(Driver):
         """The per-tuple loop: a Tuple, ``process``, auto-ack. Executed and acked tuples are
         counted per run of one stats key from indexes (no int made per tuple)."""
         task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
-        tracked, stats, now, sample = bool(self.trees.num_ackers), ex.stats, time.monotonic(), ex.sample_countdown
+        tracked, now, sample = bool(self.trees.num_ackers), time.monotonic(), ex.sample_countdown
         acked_anchors, acked_vals = acked.append, vals.append
         cur_key = last_src = last_stream = component_id = cls = named = cast(Any, None)
         run_start = skipped = not_acked = index = 0
@@ -193,8 +199,6 @@ class TupleDriver(Driver):
                     if anchors is not None and tracked:
                         acked_anchors(anchors)
                         acked_vals(tup._ack_val)
-                    if tup._recv:
-                        stats.add_latency(stats.process_ms, cur_key, (time.monotonic() - now) * 1000.0)
                 else:
                     held[id(tup)] = tup
                     not_acked += 1
