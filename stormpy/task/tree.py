@@ -156,25 +156,38 @@ class TupleTrees:
         values (the driver keeps these, not the Tuples: holding a batch's Tuples alive until
         the end of the batch measured 25% more per tuple). Consecutive tuples of one root (a
         sentence's words) combine in locals; the dict is touched when the root changes. A
-        tuple of several trees is settled by ``settle`` (rare: joins, batches)."""
+        tuple of several trees is settled by ``settle`` (rare: joins, batches).
+
+        The edges and the ack values are settled in two passes (XOR is associative): a bolt
+        that emits nothing (a count) acks tuples whose values are all 0, and the second pass is
+        then one ``any`` in C (2% of a word's instructions in the local word count, callgrind)."""
         if not self.num_ackers:
             return
         pending = self.pending
         run_root: int | None = None
         run_val = 0
-        for anchors, val in zip(anchors_list, vals):
+        for anchors in anchors_list:
             if len(anchors) != 2:
-                self.settle(anchors, val)
+                self.settle(anchors)
                 continue
             root, edge = anchors
             if root == run_root:
-                run_val ^= edge ^ val
+                run_val ^= edge
             else:
                 if run_root is not None:
                     pending[run_root] = pending.get(run_root, 0) ^ run_val
-                run_root, run_val = root, edge ^ val
+                run_root, run_val = root, edge
         if run_root is not None:
             pending[run_root] = pending.get(run_root, 0) ^ run_val
+        if any(vals):   # every root is in ``pending`` now
+            for anchors, val in zip(anchors_list, vals):
+                if not val:
+                    continue
+                if len(anchors) == 2:
+                    pending[anchors[0]] ^= val
+                else:
+                    for root in anchors[0::2]:
+                        pending[root] ^= val
 
     def settle_raw_batch(self, anchors_list: Iterable[Anchors]) -> None:
         """``settle`` for a whole batch of raw messages (ack value 0; the Spark sink's written
