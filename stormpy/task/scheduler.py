@@ -181,9 +181,14 @@ class ExecutorLoop:
         self._watchdog_thread.join(timeout)
         return not self._watchdog_thread.is_alive()
 
-    @staticmethod
-    def _new_thread(target: Callable[[], None], name: str) -> threading.Thread:
-        return threading.Thread(target=target, name=name, daemon=True)
+    def _new_thread(self, target: Callable[[], None], name: str) -> threading.Thread:
+        """A daemon thread; under the worker's guard (``self.guard``) when there is one, so that
+        whatever ends it (a user's ``sys.exit()`` in a step: ``SystemExit`` is no Exception)
+        is reported and ends the worker, as on an executor's own thread, never silently."""
+        guard = self.guard
+        if guard is None or not hasattr(guard, "run"):
+            return threading.Thread(target=target, name=name, daemon=True)
+        return threading.Thread(target=guard.run, args=(name, target, False), name=name, daemon=True)
 
     def _main(self) -> None:
         if self._pin is not None:
