@@ -235,7 +235,7 @@ class WorkerRuntime:
             # 8-22 ms at half the maximum rate, against 4-6 ms with a thread per executor).
             sys.setswitchinterval(min(sys.getswitchinterval(), _LOOP_SWITCH_SECS))
             if self.loop is not None:
-                self.loop.pace_switches = True   # 5 ms while the loop never waits (ExecutorLoop._pace)
+                self.loop.pace_switches = True   # 5 ms while the loop hardly waits (ExecutorLoop._pace)
         if self.loop is not None:
             self.loop.guard = self.thread_guard
             self.loop.start()

@@ -55,12 +55,13 @@ _MAX_BACKOFF_SECS = 30.0
 #: (two system calls a round were 1.2% of a cluster worker's CPU; a mark up to 10 ms older
 #: adds that much, mostly CPU time, to the window ``_check_blocked`` judges against 50 ms).
 _MARK_SECS = 0.01
-#: ``sys.setswitchinterval`` while the loop waits now and then (the transport's threads get
-#: the GIL within this when they have a frame), and once it has run this long without waiting
-#: (``ExecutorLoop.pace_switches``).
+#: ``sys.setswitchinterval`` of a worker's loop (``ExecutorLoop.pace_switches``): while it
+#: spends at least ``BUSY_BELOW`` of a ``PACE_SECS`` window waiting for work (the transport's
+#: threads get the GIL within this when they have a frame), and while it waits less.
 IDLE_SWITCH_SECS = 0.001
 BUSY_SWITCH_SECS = 0.005
-BUSY_AFTER_SECS = 0.05
+PACE_SECS = 0.1
+BUSY_BELOW = 0.1
 
 Running = tuple[Executor[Any], float]   # the executor in step() and when the step started
 #: wall clock, on a CPU, waiting for a CPU (the thread), CPU of all the process's threads (seconds)
@@ -172,7 +173,8 @@ class ExecutorLoop:
         #: (see :meth:`_pace`); False leaves it alone (``stormpy local``).
         self.pace_switches = False
         self._busy = False              # the switch interval is BUSY_SWITCH_SECS
-        self._last_wait = 0.0           # monotonic time the loop last waited for work
+        self._window = 0.0              # monotonic start of the current pacing window
+        self._waited = 0.0              # seconds the loop waited for work in it
         self.thread: threading.Thread | None = None
         self._watchdog_thread: threading.Thread | None = None
         for executor in self.executors:
@@ -242,10 +244,15 @@ class ExecutorLoop:
                 if slowest is not None and slowest_secs > DETACH_SECS:
                     self._check_blocked(slowest, mark)
                 self._end_round()
-                if self.pace_switches:
-                    self._pace(wait > 0.0, started)
+                if self.pace_switches and started - self._window >= PACE_SECS:
+                    self._pace(started)
                 if wait > 0.0:
-                    self._wait_idle(wait)
+                    if self.pace_switches:
+                        waited = time.monotonic()
+                        self._wait_idle(wait)
+                        self._waited += time.monotonic() - waited
+                    else:
+                        self._wait_idle(wait)
                     self._mark = None   # time spent waiting here is not a step's: a new mark
         finally:
             self._end_round()
@@ -299,24 +306,22 @@ class ExecutorLoop:
         if blocked > DETACH_SECS:
             self._detach(executor, f"it spent {blocked * 1000:.0f} ms of a step sleeping or blocked")
 
-    def _pace(self, idle: bool, now: float) -> None:
-        """The switch interval by load (a cluster worker: the loop plus the transport's send and
-        receive threads). A loop that never waits holds the GIL until the interpreter forces a
-        switch: with 1 ms the transport threads take it every millisecond, and every hand-off
-        costs a thread wake-up and cold caches (measured on the cluster word count at the
-        maximum rate: 192-221k counted words per worker CPU-second with 1 ms, 241-257k with
-        5 ms). A loop that waits now and then (half the rate) hands the GIL over when it waits,
-        and 1 ms bounds how long a frame waits for it before that (p99 complete latency 30 ms
-        against 49 ms with 5 ms). So: 1 ms, and 5 ms once the loop ran ``BUSY_AFTER_SECS``
-        without waiting."""
-        if idle:
-            self._last_wait = now
-            if self._busy:
-                self._busy = False
-                sys.setswitchinterval(IDLE_SWITCH_SECS)
-        elif not self._busy and now - self._last_wait > BUSY_AFTER_SECS:
-            self._busy = True
-            sys.setswitchinterval(BUSY_SWITCH_SECS)
+    def _pace(self, now: float) -> None:
+        """The switch interval by load, once a ``PACE_SECS`` window is over (a cluster worker: the
+        loop plus the transport's send and receive threads). A loop that hardly ever waits holds
+        the GIL until the interpreter forces a switch: with 1 ms the transport threads take it
+        every millisecond, and every hand-off costs a thread wake-up and cold caches (measured
+        on the cluster word count at the maximum rate, fixed intervals, alternating runs:
+        192-221k counted words per worker CPU-second with 1 ms, 241-257k with 5 ms). A loop
+        that waits often (half the rate) hands the GIL over as it waits, and 1 ms bounds how
+        long a frame waits for it otherwise (p99 complete latency at half the rate 30 ms with
+        1 ms, 49 ms with 5 ms). So 5 ms while the loop waited less than ``BUSY_BELOW`` of the
+        last window, else 1 ms."""
+        busy = self._waited < BUSY_BELOW * (now - self._window)
+        self._window, self._waited = now, 0.0
+        if busy != self._busy:
+            self._busy = busy
+            sys.setswitchinterval(BUSY_SWITCH_SECS if busy else IDLE_SWITCH_SECS)
 
     def _wait_idle(self, wait: float) -> None:
         """Nothing to do: wait for ``wait`` seconds or until another thread hands over work."""

@@ -1,5 +1,5 @@
 """A worker's executor loop sets the interpreter's switch interval by load (issue 24): 1 ms
-while it waits now and then, 5 ms once it has run ``BUSY_AFTER_SECS`` without waiting; and its
+while it waits for work at least ``BUSY_BELOW`` of the time, 5 ms while it waits less; and its
 thread runs under the worker's guard, so that a step ending it (``SystemExit`` is no
 Exception) is reported, never silent."""
 from __future__ import annotations
@@ -25,12 +25,16 @@ def test_the_switch_interval_follows_the_load(restore_switch_interval: Any) -> N
     loop = ExecutorLoop([])
     loop.pace_switches = True
     sys.setswitchinterval(scheduler.IDLE_SWITCH_SECS)
-    loop._pace(True, 100.0)                                  # waited at t=100
-    loop._pace(False, 100.0 + scheduler.BUSY_AFTER_SECS / 2)
+    window = scheduler.PACE_SECS
+    loop._pace(100.0)                                   # the first window starts
+    loop._waited = window / 2                           # waited half of it: half the rate
+    loop._pace(100.0 + window)
     assert sys.getswitchinterval() == pytest.approx(scheduler.IDLE_SWITCH_SECS)
-    loop._pace(False, 100.0 + scheduler.BUSY_AFTER_SECS * 2)  # busy for a while
+    loop._waited = window * scheduler.BUSY_BELOW / 2   # hardly waited: the maximum rate
+    loop._pace(100.0 + 2 * window)
     assert sys.getswitchinterval() == pytest.approx(scheduler.BUSY_SWITCH_SECS)
-    loop._pace(True, 101.0)                                  # waits again
+    loop._waited = window                               # waits again
+    loop._pace(100.0 + 3 * window)
     assert sys.getswitchinterval() == pytest.approx(scheduler.IDLE_SWITCH_SECS)
 
 
