@@ -236,6 +236,7 @@ class WorkerRuntime:
             sys.setswitchinterval(min(sys.getswitchinterval(), _LOOP_SWITCH_SECS))
             if self.loop is not None:
                 self.loop.pace_switches = True   # 5 ms while the loop hardly waits (ExecutorLoop._pace)
+                self.loop.strikes_to_detach = 2  # a loaded machine's hiccup moves no executor
         if self.loop is not None:
             self.loop.guard = self.thread_guard
             self.loop.start()

@@ -51,6 +51,8 @@ STUCK_SECS = 1.0
 _MAX_WAIT_SECS = 0.05
 _MAX_QUEUED_FACTOR = 4.0
 _MAX_BACKOFF_SECS = 30.0
+#: The window within which a worker loop counts an executor's blocked steps (``strikes_to_detach``).
+STRIKE_SECS = 10.0
 #: A round reuses the previous round's :func:`sched_times` mark while it is younger than this
 #: (two system calls a round were 1.2% of a cluster worker's CPU; a mark up to 10 ms older
 #: adds that much, mostly CPU time, to the window ``_check_blocked`` judges against 50 ms).
@@ -173,6 +175,10 @@ class ExecutorLoop:
         #: (see :meth:`_pace`); False leaves it alone (``stormpy local``).
         self.pace_switches = False
         self._busy = False              # the switch interval is BUSY_SWITCH_SECS
+        #: Slow, blocked steps of one executor within ``STRIKE_SECS`` that move it to a thread
+        #: of its own (a worker's runtime sets 2, see ``_check_blocked``).
+        self.strikes_to_detach = 1
+        self._strikes: dict[int, list[float]] = {}
         self._window = 0.0              # monotonic start of the current pacing window
         self._waited = 0.0              # seconds the loop waited for work in it
         self.thread: threading.Thread | None = None
@@ -303,8 +309,20 @@ class ExecutorLoop:
         if mark is None or now is None:
             return
         blocked = blocked_secs(mark, now)
-        if blocked > DETACH_SECS:
-            self._detach(executor, f"it spent {blocked * 1000:.0f} ms of a step sleeping or blocked")
+        if blocked <= DETACH_SECS:
+            return
+        if self.strikes_to_detach > 1:
+            # A worker: one such step may be a hiccup of a loaded machine (the GIL holder, a
+            # transport thread, preempted by other processes); a second within STRIKE_SECS is not.
+            key = id(executor)
+            strikes = [t for t in self._strikes.get(key, ()) if now[0] - t < STRIKE_SECS] + [now[0]]
+            self._strikes[key] = strikes
+            if len(strikes) < self.strikes_to_detach:
+                log.info("executor %s: a step spent %.0f ms sleeping or blocked (%d of %d before it "
+                         "moves to a thread of its own)", executor.name, blocked * 1000,
+                         len(strikes), self.strikes_to_detach)
+                return
+        self._detach(executor, f"it spent {blocked * 1000:.0f} ms of a step sleeping or blocked")
 
     def _pace(self, now: float) -> None:
         """The switch interval by load, once a ``PACE_SECS`` window is over (a cluster worker: the

@@ -65,3 +65,27 @@ def test_a_loop_thread_ended_by_system_exit_is_reported_by_the_guard() -> None:
     thread.join(5)
     assert [(name, type(exc), restart) for name, exc, restart in guard.failed] == [
         ("executor-loop", SystemExit, False)]
+
+
+def test_a_worker_loop_moves_an_executor_after_its_second_blocked_step() -> None:
+    class _Executor:
+        name = "sleepy[3-3]"
+
+    loop = ExecutorLoop([])
+    loop.strikes_to_detach = 2
+    moved: list[str] = []
+    loop._detach = lambda executor, why: moved.append(why)  # type: ignore[method-assign]
+    executor = _Executor()
+    mark = (100.0, 1.0, 0.0, 1.0)
+    slept = (100.2, 1.0, 0.0, 1.0)          # 200 ms with no CPU: sleeping
+    loop._fd = 0
+    original = scheduler.sched_times
+    try:
+        scheduler.sched_times = lambda fd: slept   # type: ignore[assignment]
+        loop._check_blocked(executor, mark)        # type: ignore[arg-type]
+        assert moved == []                         # one may be a hiccup
+        slept = (105.0, 1.0, 0.0, 1.0)
+        loop._check_blocked(executor, (104.8, 1.0, 0.0, 1.0))  # type: ignore[arg-type]
+        assert len(moved) == 1 and "sleeping or blocked" in moved[0]
+    finally:
+        scheduler.sched_times = original           # type: ignore[assignment]
