@@ -42,7 +42,7 @@ class Sink:
 
 def traffic(rng: random.Random) -> list[tuple[list[tuple[int, list[Any]]], int]]:
     """Envelope lists as the send thread groups them, with the number of word tuples each holds."""
-    words = [(("default", 5, [rng.choice(WORDS)], {rng.getrandbits(64): rng.getrandbits(64)}))
+    words = [(("default", 5, [rng.choice(WORDS)], (rng.getrandbits(64), rng.getrandbits(64))))
              for _ in range(BATCH)]
     inits = [("__ack_init", 3, [r, rng.getrandbits(64), 3], None)
              for r in (rng.getrandbits(64) for _ in range(BATCH // 8))]

@@ -184,6 +184,12 @@ class Executor(Generic[TaskT]):
         self.name = f"{self.component_id}[{start}-{end}]"
         self.outbox = Outbox(runtime.transfer.send, self.settings.transfer_batch_size, self.name)
         self.trees: TupleTrees = TupleTrees(self.outbox, self.acker_tasks, start)
+        local: Any = getattr(runtime, "local_tasks", ())
+        home = [i for i, t in enumerate(self.acker_tasks) if t in local]
+        if home and len(home) < self.num_ackers:
+            # Trees this executor starts are acked in its own worker (see TupleTrees.home_acker),
+            # spread over the worker's ackers by task id; only a bolt's acks cross workers.
+            self.trees.home_acker(home[start % len(home)])
         self._last_flush = time.monotonic()
         self.next_timer = 0.0     # step(): when timers are next due (at most 50 ms ahead)
         self.stats = ExecutorStats(self.kind)

@@ -234,6 +234,9 @@ class WorkerRuntime:
             # default, a delay every frame pays on the way out and in (p50 complete latency
             # 8-22 ms at half the maximum rate, against 4-6 ms with a thread per executor).
             sys.setswitchinterval(min(sys.getswitchinterval(), _LOOP_SWITCH_SECS))
+            if self.loop is not None:
+                self.loop.pace_switches = True   # 5 ms while the loop hardly waits (ExecutorLoop._pace)
+                self.loop.strikes_to_detach = 2  # a loaded machine's hiccup moves no executor
         if self.loop is not None:
             self.loop.guard = self.thread_guard
             self.loop.start()

@@ -64,7 +64,8 @@ _FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
 class TupleTrees:
     """One executor's tuple-tree bookkeeping: its combined acks and the way to its ackers."""
 
-    __slots__ = ("outbox", "acker_tasks", "num_ackers", "src_task", "pending", "acks", "inits", "max_inits")
+    __slots__ = ("outbox", "acker_tasks", "num_ackers", "src_task", "pending", "acks", "inits", "max_inits",
+                 "root_bits", "root_mult", "root_home")
 
     def __init__(self, outbox: Outbox, acker_tasks: Sequence[int], src_task: int) -> None:
         self.outbox = outbox
@@ -82,12 +83,21 @@ class TupleTrees:
         self.inits: list[list[int]] = [[] for _ in self.acker_tasks]
         #: a list this long is sent at once (a long ``next_tuple`` must not hold its inits back)
         self.max_inits = 3 * max(1, outbox.batch_size)
+        #: a new root is ``getrandbits(root_bits) * root_mult + root_home`` (``home_acker``)
+        self.root_bits, self.root_mult, self.root_home = 64, 1, 0
+
+    def home_acker(self, index: int) -> None:
+        """New trees' roots map to ``acker_tasks[index]`` (``root % n == index``), still random
+        and below 2**64: the executor picks an acker of its own worker, so ``__ack_init`` and
+        the acker's answer never cross workers. Bolts' acks find the acker by ``root % n``."""
+        n = self.num_ackers
+        self.root_bits, self.root_mult, self.root_home = 64 - n.bit_length(), n, index
 
     # ------------------------------------------------------------ start and extend
     def start(self, targets: Sequence[int], stream: str, spout_task: int, values: list[Any]) -> int:
         """Start a tree: a new root, one anchored message per target, ``__ack_init`` to the
         root's acker. Returns the root (the spout task's pending map keeps it)."""
-        root = _getrandbits(64)
+        root = _getrandbits(self.root_bits) * self.root_mult + self.root_home
         self.init(root, self.edges(targets, stream, spout_task, values, root), spout_task)
         return root
 
@@ -367,6 +377,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
     num_ackers, all_inits = task.trees.num_ackers, task.trees.inits
     max_inits, send_inits = task.trees.max_inits, task.trees.send_inits
     pending_put, getrandbits, monotonic = task.pending.put, _getrandbits, time.monotonic
+    root_bits, root_mult, root_home = task.trees.root_bits, task.trees.root_mult, task.trees.root_home
 
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
              direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
@@ -398,7 +409,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
         if tup_id is None:
             box.append((DEFAULT_STREAM, tid, values, None))
         else:
-            root, edge = getrandbits(64), getrandbits(64)
+            root, edge = getrandbits(root_bits) * root_mult + root_home, getrandbits(64)
             box.append((DEFAULT_STREAM, tid, values, (root, edge)))
             pending_put(root, [tup_id, monotonic(), DEFAULT_STREAM])
             index = root % num_ackers

@@ -141,7 +141,10 @@ class Worker:
         self.transactional_state = transactional_state_for(self.conf, self.plan.name)
         self.runtime = WorkerRuntime(self.plan, executors=self.executors, transfer=self.transfer,
                                      reporter=self.reporter, host=self.host, port=self.port,
-                                     transactional_state=self.transactional_state)
+                                     transactional_state=self.transactional_state,
+                                     # topology.executor.threads "auto": one scheduler thread per
+                                     # worker (see config.py: fewer GIL hand-offs per batch)
+                                     one_thread_by_default=True)
         self.runtime.thread_guard = self.guard
         self.transfer.start(self.runtime)
         self.runtime.start()

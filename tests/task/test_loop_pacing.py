@@ -1,0 +1,91 @@
+"""A worker's executor loop sets the interpreter's switch interval by load (issue 24): 1 ms
+while it waits for work at least ``BUSY_BELOW`` of the time, 5 ms while it waits less; and its
+thread runs under the worker's guard, so that a step ending it (``SystemExit`` is no
+Exception) is reported, never silent."""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from stormpy.task import scheduler
+from stormpy.task.scheduler import ExecutorLoop
+
+
+@pytest.fixture
+def restore_switch_interval() -> Any:
+    before = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_the_switch_interval_follows_the_load(restore_switch_interval: Any) -> None:
+    loop = ExecutorLoop([])
+    loop.pace_switches = True
+    sys.setswitchinterval(scheduler.IDLE_SWITCH_SECS)
+    window = scheduler.PACE_SECS
+    loop._pace(100.0)                                   # the first window starts
+    loop._waited = window / 2                           # waited half of it: half the rate
+    loop._pace(100.0 + window)
+    assert sys.getswitchinterval() == pytest.approx(scheduler.IDLE_SWITCH_SECS)
+    loop._waited = window * scheduler.BUSY_BELOW / 2   # hardly waited: the maximum rate
+    loop._pace(100.0 + 2 * window)
+    assert sys.getswitchinterval() == pytest.approx(scheduler.BUSY_SWITCH_SECS)
+    loop._waited = window                               # waits again
+    loop._pace(100.0 + 3 * window)
+    assert sys.getswitchinterval() == pytest.approx(scheduler.IDLE_SWITCH_SECS)
+
+
+class _Guard:
+    """The part of a worker's ThreadGuard the loop uses: ``run`` reports what ends a thread."""
+
+    def __init__(self) -> None:
+        self.failed: list[tuple[str, BaseException, bool]] = []
+
+    def run(self, name: str, target: Any, restart: bool = True) -> None:
+        try:
+            target()
+        except BaseException as exc:  # noqa: BLE001 - what the real guard does
+            self.failed.append((name, exc, restart))
+
+
+def test_a_loop_thread_ended_by_system_exit_is_reported_by_the_guard() -> None:
+    loop = ExecutorLoop([])
+    guard = _Guard()
+    loop.guard = guard
+
+    def body() -> None:
+        raise SystemExit("user code called sys.exit()")
+
+    thread = loop._new_thread(body, "executor-loop")
+    assert isinstance(thread, threading.Thread) and thread.daemon
+    thread.start()
+    thread.join(5)
+    assert [(name, type(exc), restart) for name, exc, restart in guard.failed] == [
+        ("executor-loop", SystemExit, False)]
+
+
+def test_a_worker_loop_moves_an_executor_after_its_second_blocked_step() -> None:
+    class _Executor:
+        name = "sleepy[3-3]"
+
+    loop = ExecutorLoop([])
+    loop.strikes_to_detach = 2
+    moved: list[str] = []
+    loop._detach = lambda executor, why: moved.append(why)  # type: ignore[method-assign]
+    executor = _Executor()
+    mark = (100.0, 1.0, 0.0, 1.0)
+    slept = (100.2, 1.0, 0.0, 1.0)          # 200 ms with no CPU: sleeping
+    loop._fd = 0
+    original = scheduler.sched_times
+    try:
+        scheduler.sched_times = lambda fd: slept   # type: ignore[assignment]
+        loop._check_blocked(executor, mark)        # type: ignore[arg-type]
+        assert moved == []                         # one may be a hiccup
+        slept = (105.0, 1.0, 0.0, 1.0)
+        loop._check_blocked(executor, (104.8, 1.0, 0.0, 1.0))  # type: ignore[arg-type]
+        assert len(moved) == 1 and "sleeping or blocked" in moved[0]
+    finally:
+        scheduler.sched_times = original           # type: ignore[assignment]
