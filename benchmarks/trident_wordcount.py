@@ -143,7 +143,8 @@ def run_cluster(secs: float, warmup: float, per_batch: int, profile_dir: Path | 
               f"p99 {metrics.get('trident.commit.latency.p99.ms', float('nan')):.1f} ms; "
               f"{words / core:.2f}x the core acked word count", flush=True)
         print(f"  trident workers' CPU: {cpu / elapsed * 100:.0f}% of one core over {len(workers)} workers; "
-              f"{(w1 - w0) / max(cpu, 1e-9):,.0f} committed words per worker CPU-second", flush=True)
+              f"{(w1 - w0) / max(cpu, 1e-9):,.0f} committed words per worker CPU-second; batch latency "
+              f"p50 {metrics.get('trident.batch.latency.p50.ms', float('nan')):.1f} ms", flush=True)
         if profile_dir is not None:
             for path in sorted(profile_dir.glob("worker-*.txt")):
                 print(summarize_profile(path), flush=True)
