@@ -107,6 +107,21 @@ class AggregateProcessor(Processor):
     def accept(self, batch: Any, values: list) -> None:
         self._accepter()(batch, values)   # unbound (a processor driven without GroupRuntime)
 
+    def inline_collector(self, width: int) -> Any:
+        """For a Function whose only child this is: a collector that counts (or sums) what the
+        function emits right away, when the group key (one field) and the summed field are
+        among the function's outputs (positions >= ``width``, the function's input width).
+        None when that does not apply (the function's tuples then come through ``accept``)."""
+        if self.kind != "combiner" or len(self.group) != 1 or self.group[0] < width:
+            return None
+        user = self.agg.agg
+        if type(user) is ops.Count:
+            return _InlineCount(self, self.group[0] - width)
+        summed = _summed_field(user, self.select)
+        if summed is not None and summed >= width:
+            return _InlineSum(self, self.group[0] - width, summed - width)
+        return None
+
     def _prefix(self, key: Any) -> list[Any]:
         return [key] if len(self.group) == 1 else list(key)
 
@@ -143,6 +158,45 @@ class AggregateProcessor(Processor):
 
     def cleanup(self) -> None:
         self.agg.cleanup()
+
+
+class _InlineCount:
+    """A Function's collector feeding a one-field grouped ``Count``: ``begin(batch)`` per input
+    tuple, then each ``emit(values)`` adds one to ``values[key]``'s count."""
+
+    __slots__ = ("proc", "key", "states")
+
+    def __init__(self, proc: AggregateProcessor, key: int) -> None:
+        self.proc = proc
+        self.key = key
+        self.states: dict[Any, Any] = {}
+
+    def begin(self, batch: Any) -> None:
+        proc, txid = self.proc, batch.txid
+        self.states = proc._cur_states if txid == proc._cur_txid else proc._states(txid)
+
+    def emit(self, values: Any) -> None:
+        key = values[self.key]
+        states = self.states
+        states[key] = states.get(key, 0) + 1
+
+    def report_error(self, text: Any) -> None:
+        log.error("trident operation reported: %s", text)
+
+
+class _InlineSum(_InlineCount):
+    """Like :class:`_InlineCount`, adding ``values[summed]`` (stormpy's ``Sum``)."""
+
+    __slots__ = ("summed",)
+
+    def __init__(self, proc: AggregateProcessor, key: int, summed: int) -> None:
+        super().__init__(proc, key)
+        self.summed = summed
+
+    def emit(self, values: Any) -> None:
+        key = values[self.key]
+        states = self.states
+        states[key] = states.get(key, 0) + values[self.summed]
 
 
 def _key_getter(group: list[int]) -> Callable[[list], Any]:

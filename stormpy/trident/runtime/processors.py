@@ -60,8 +60,19 @@ class EachProcessor(Processor):
     def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
         self.fn.prepare(conf, context)
 
-    def bind(self) -> None:
-        collector, execute, project = self.collector, self.fn.execute, self.project
+    def bind(self, inline: Any = None) -> None:
+        """``inline``: the child's collector that aggregates what the function emits on the spot
+        (``AggregateProcessor.inline_collector``): one call per emitted tuple, no list built."""
+        execute, project = self.fn.execute, self.project
+        if inline is not None:
+            begin = inline.begin
+
+            def accept_inline(batch: Any, values: list) -> None:
+                begin(batch)
+                execute(project(values), inline)
+            self.accept = accept_inline  # type: ignore[method-assign]
+            return
+        collector = self.collector
 
         def accept(batch: Any, values: list) -> None:
             collector.batch = batch
@@ -260,6 +271,12 @@ class GroupRuntime:
             proc = self.processors[node.key]
             proc.bind()
             proc.wire(self._router(node))
+            if isinstance(proc, EachProcessor) and len(node.children) == 1 and not node.exits:
+                child = self.processors[node.children[0][0]]
+                if isinstance(child, AggregateProcessor):
+                    inline = child.inline_collector(len(node.parent_fields[0]) if node.parent_fields else 0)
+                    if inline is not None:
+                        proc.bind(inline)
         self.entries = {stream: [self._target(k, i) for k, i in targets]
                         for stream, targets in self.spec.entries.items()}
         if self.spout_proc is not None:
