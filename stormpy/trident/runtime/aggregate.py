@@ -36,6 +36,7 @@ class AggregateProcessor(Processor):
                      else "reducer" if isinstance(agg, ops.ReducerAggregator) else "general")
         self._cur_txid: int | None = None
         self._cur_states: dict[Any, Any] = {}
+        self._inline: list[_InlineCount] = []   # collectors handed out (their batch is reset with ours)
 
     def wire(self, out: Callable[[Any, list], None]) -> None:
         self.out = self.collector.out = out
@@ -115,12 +116,20 @@ class AggregateProcessor(Processor):
         if self.kind != "combiner" or len(self.group) != 1 or self.group[0] < width:
             return None
         user = self.agg.agg
+        inline: _InlineCount | None = None
         if type(user) is ops.Count:
-            return _InlineCount(self, self.group[0] - width)
+            inline = _InlineCount(self, self.group[0] - width)
         summed = _summed_field(user, self.select)
         if summed is not None and summed >= width:
-            return _InlineSum(self, self.group[0] - width, summed - width)
-        return None
+            inline = _InlineSum(self, self.group[0] - width, summed - width)
+        if inline is not None:
+            self._inline.append(inline)
+        return inline
+
+    def _forget_current(self) -> None:
+        self._cur_txid, self._cur_states = None, {}
+        for inline in self._inline:
+            inline.batch = None
 
     def _prefix(self, key: Any) -> list[Any]:
         return [key] if len(self.group) == 1 else list(key)
@@ -137,8 +146,7 @@ class AggregateProcessor(Processor):
 
     def finish(self, batch: Any) -> None:
         states = self.batches.pop(batch.txid, {})
-        if batch.txid == self._cur_txid:
-            self._cur_txid, self._cur_states = None, {}
+        self._forget_current()
         if not self.group and () not in states:
             states[()] = self._zero(batch)  # an ungrouped aggregate emits for every batch (zero when empty)
         collector = self.collector
@@ -153,27 +161,29 @@ class AggregateProcessor(Processor):
 
     def discard(self, txid: int) -> None:
         self.batches.pop(txid, None)
-        if txid == self._cur_txid:
-            self._cur_txid, self._cur_states = None, {}
+        self._forget_current()
 
     def cleanup(self) -> None:
         self.agg.cleanup()
 
 
 class _InlineCount:
-    """A Function's collector feeding a one-field grouped ``Count``: ``begin(batch)`` per input
-    tuple, then each ``emit(values)`` adds one to ``values[key]``'s count."""
+    """A Function's collector feeding a one-field grouped ``Count``: ``begin(batch)`` when the
+    input tuple's batch is not ``batch`` (the aggregate resets that whenever it lets go of a
+    batch's counts), then each ``emit(values)`` adds one to ``values[key]``'s count."""
 
-    __slots__ = ("proc", "key", "states")
+    __slots__ = ("proc", "key", "states", "batch")
 
     def __init__(self, proc: AggregateProcessor, key: int) -> None:
         self.proc = proc
         self.key = key
         self.states: dict[Any, Any] = {}
+        self.batch: Any = None
 
     def begin(self, batch: Any) -> None:
         proc, txid = self.proc, batch.txid
         self.states = proc._cur_states if txid == proc._cur_txid else proc._states(txid)
+        self.batch = batch
 
     def emit(self, values: Any) -> None:
         key = values[self.key]

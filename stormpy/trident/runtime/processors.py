@@ -68,7 +68,8 @@ class EachProcessor(Processor):
             begin = inline.begin
 
             def accept_inline(batch: Any, values: list) -> None:
-                begin(batch)
+                if batch is not inline.batch:   # reset when the aggregate finishes or drops a batch
+                    begin(batch)
                 execute(project(values), inline)
             self.accept = accept_inline  # type: ignore[method-assign]
             return
