@@ -79,3 +79,20 @@ def test_deactivated_coordinator_still_commits_but_starts_nothing():
     assert emits(m.on_ack(BATCH_STREAM, 1, 0, 1)) == [(COMMIT_STREAM, 1, 0)]
     out = emits(m.on_ack(COMMIT_STREAM, 1, 0, 2))
     assert out == [(SUCCESS_STREAM, 1, 0)]
+
+
+def test_a_commit_saves_the_position_and_the_next_batch_start_the_attempts():
+    m = CoordinatorMachine(max_pending=1, emit_interval_secs=0)
+    m.step(0)
+    m.on_ack(BATCH_STREAM, 1, 0, 1)
+    saves = [e for e in m.on_ack(COMMIT_STREAM, 1, 0, 2) if isinstance(e, Save)]
+    # the commit: position only; then txid 2 starts and writes the attempts, without txid 1's
+    assert [(s.current_txid, s.attempts) for s in saves] == [(2, None), (2, {2: 0})]
+
+
+def test_resume_ignores_stored_attempts_of_committed_txids():
+    # currtx 5 was written at the commit of 4; the attempts stored before still name 4
+    m = CoordinatorMachine(current_txid=5, attempts={4: 2, 5: 1}, max_pending=1, emit_interval_secs=0)
+    saves = [e for e in m.step(0) if isinstance(e, Save)]
+    assert emits(m.step(0)) == [] and m.active[5].attempt == 2
+    assert saves[0].attempts == {5: 2}
