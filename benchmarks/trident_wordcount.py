@@ -113,14 +113,14 @@ def run_cluster(secs: float, warmup: float, per_batch: int, profile_dir: Path | 
                     "-c", f"bench.per.batch={per_batch}",
                     "-c", f"bench.text={Path(__file__).resolve().parent.parent / 'examples' / 'data' / 'sentences.txt'}")
 
-        def coordinator_metrics() -> dict[str, float]:
+        def executor_metrics() -> list[tuple[str, dict[str, float]]]:
             with connect(cluster.conf) as client:
                 topo = next(t for t in client.getClusterInfo().topologies if t.name == "bench-trident")
                 info = client.getTopologyInfo(topo.id)
-            for ex in info.executors:
-                if ex.component_id.startswith("$mastercoord") and ex.stats is not None:
-                    return dict(ex.stats.metrics or {})
-            return {}
+            return [(ex.component_id, dict(ex.stats.metrics or {})) for ex in info.executors if ex.stats is not None]
+
+        def coordinator_metrics() -> dict[str, float]:
+            return next((m for c, m in executor_metrics() if c.startswith("$mastercoord")), {})
 
         wait_until(lambda: db.exists() and committed_words(state) > 0, 180, "bench-trident: first commits")
         time.sleep(warmup)
@@ -145,6 +145,9 @@ def run_cluster(secs: float, warmup: float, per_batch: int, profile_dir: Path | 
         print(f"  trident workers' CPU: {cpu / elapsed * 100:.0f}% of one core over {len(workers)} workers; "
               f"{(w1 - w0) / max(cpu, 1e-9):,.0f} committed words per worker CPU-second; batch latency "
               f"p50 {metrics.get('trident.batch.latency.p50.ms', float('nan')):.1f} ms", flush=True)
+        tasks = [f"{c} {m['trident.batch.latency.p50.ms']:.1f} ms" for c, m in sorted(executor_metrics(), key=lambda cm: cm[0])
+                 if not c.startswith("$") and "trident.batch.latency.p50.ms" in m]
+        print(f"  per task, first tuple -> batch complete p50: {', '.join(tasks)}", flush=True)
         if profile_dir is not None:
             for path in sorted(profile_dir.glob("worker-*.txt")):
                 print(summarize_profile(path), flush=True)
