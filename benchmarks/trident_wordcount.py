@@ -145,7 +145,8 @@ def run_cluster(secs: float, warmup: float, per_batch: int, profile_dir: Path | 
         print(f"  trident workers' CPU: {cpu / elapsed * 100:.0f}% of one core over {len(workers)} workers; "
               f"{(w1 - w0) / max(cpu, 1e-9):,.0f} committed words per worker CPU-second; batch latency "
               f"p50 {metrics.get('trident.batch.latency.p50.ms', float('nan')):.1f} ms", flush=True)
-        tasks = [f"{c} {m['trident.batch.latency.p50.ms']:.1f} ms" for c, m in sorted(executor_metrics(), key=lambda cm: cm[0])
+        tasks = [f"{c} {m['trident.batch.latency.p50.ms']:.1f} ms"
+                 for c, m in sorted(executor_metrics(), key=lambda cm: cm[0])
                  if not c.startswith("$") and "trident.batch.latency.p50.ms" in m]
         print(f"  per task, first tuple -> batch complete p50: {', '.join(tasks)}", flush=True)
         if profile_dir is not None:
