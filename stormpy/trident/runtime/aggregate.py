@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import operator
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,6 +38,10 @@ class AggregateProcessor(Processor):
         self._cur_txid: int | None = None
         self._cur_states: dict[Any, Any] = {}
         self._inline: list[_InlineCount] = []   # collectors handed out (their batch is reset with ours)
+        user = self.agg.agg
+        #: stormpy's own Count or Sum: the value per key is a plain int-zero-based sum
+        self.adds = self.kind == "combiner" and (type(user) is ops.Count or
+                                                 _summed_field(user, self.select) is not None)
 
     def wire(self, out: Callable[[Any, list], None]) -> None:
         self.out = self.collector.out = out
@@ -50,7 +55,8 @@ class AggregateProcessor(Processor):
     def _states(self, txid: int) -> dict[Any, Any]:
         states = self.batches.get(txid)
         if states is None:
-            states = self.batches[txid] = {}
+            # A plain count or sum adds to int zero: ``states[key] += n`` without a get per tuple.
+            states = self.batches[txid] = defaultdict(int) if self.adds else {}
         self._cur_txid, self._cur_states = txid, states
         return states
 
@@ -64,15 +70,13 @@ class AggregateProcessor(Processor):
             def count(batch: Any, values: list) -> None:
                 txid = batch.txid
                 states = self._cur_states if txid == self._cur_txid else self._states(txid)
-                key = key_of(values)
-                states[key] = states.get(key, 0) + 1
+                states[key_of(values)] += 1
             return count
         if self.kind == "combiner" and summed is not None:
             def add(batch: Any, values: list) -> None:
                 txid = batch.txid
                 states = self._cur_states if txid == self._cur_txid else self._states(txid)
-                key = key_of(values)
-                states[key] = states.get(key, 0) + values[summed]
+                states[key_of(values)] += values[summed]
             return add
         if self.kind == "combiner":
             init, combine, zero = user.init, user.combine, user.zero
@@ -186,9 +190,7 @@ class _InlineCount:
         self.batch = batch
 
     def emit(self, values: Any) -> None:
-        key = values[self.key]
-        states = self.states
-        states[key] = states.get(key, 0) + 1
+        self.states[values[self.key]] += 1
 
     def report_error(self, text: Any) -> None:
         log.error("trident operation reported: %s", text)
@@ -204,9 +206,7 @@ class _InlineSum(_InlineCount):
         self.summed = summed
 
     def emit(self, values: Any) -> None:
-        key = values[self.key]
-        states = self.states
-        states[key] = states.get(key, 0) + values[self.summed]
+        self.states[values[self.key]] += values[self.summed]
 
 
 def _key_getter(group: list[int]) -> Callable[[list], Any]:
