@@ -151,3 +151,14 @@ def test_two_group_fields_and_an_ungrouped_count_of_an_empty_batch():
                       ROWS)
     assert got == [[len(PAIRS)]]
     assert empty == [[0]], "an ungrouped aggregate emits its zero for a batch without tuples"
+
+
+class Upper(Function):
+    def execute(self, tup, collector):
+        collector.emit([tup[0].upper()])
+
+
+def test_count_on_the_output_of_a_function_reading_some_fields():
+    got, _ = _run(lambda t, spout: _then(t.new_stream("s", spout).each(["word"], Upper(), ["up"])
+                                         .group_by(["up"]).partition_aggregate(Count(), ["count"])), ROWS)
+    assert sorted(map(tuple, got)) == sorted(Counter(w.upper() for w, _ in PAIRS).items())

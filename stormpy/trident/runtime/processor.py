@@ -61,6 +61,8 @@ class Processor:
         inputs = node.spec.get("input_fields", ())
         self.select = [self.in_index[f] for f in inputs] if inputs else []
         self.sel_index = _index(tuple(inputs))
+        #: the operation reads every input field in order: its TridentTuple shares the input list
+        self.whole_input = self.select == list(range(len(fields)))
         self.project = _projector(self.select, len(fields), self.sel_index)
         self.batches: dict[int, Any] = {}
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from stormpy.trident.runtime import operations as ops
 from stormpy.trident.runtime.aggregate import AggregateProcessor
+from stormpy.trident.runtime.operations import TridentTuple
 from stormpy.trident.runtime.processor import Processor, _Collector, _index, _unwired
 
 log = logging.getLogger(__name__)
@@ -64,11 +65,20 @@ class EachProcessor(Processor):
         """``inline``: the child's collector that aggregates what the function emits on the spot
         (``AggregateProcessor.inline_collector``): one call per emitted tuple, no list built."""
         execute, project = self.fn.execute, self.project
+        if inline is not None and self.whole_input:
+            begin, index = inline.begin, self.sel_index
+
+            def accept_whole(batch: Any, values: list) -> None:
+                if batch is not inline.batch:   # reset when the aggregate finishes or drops a batch
+                    begin(batch)
+                execute(TridentTuple(values, index), inline)
+            self.accept = accept_whole  # type: ignore[method-assign]
+            return
         if inline is not None:
             begin = inline.begin
 
             def accept_inline(batch: Any, values: list) -> None:
-                if batch is not inline.batch:   # reset when the aggregate finishes or drops a batch
+                if batch is not inline.batch:
                     begin(batch)
                 execute(project(values), inline)
             self.accept = accept_inline  # type: ignore[method-assign]
