@@ -29,8 +29,10 @@ in-process store (``stormpy local``) is written inline.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from stormpy.cluster_state import MemoryTransactionalState
@@ -93,6 +95,39 @@ def spout_kind(spout: Any) -> str | None:
 
 
 # ------------------------------------------------------------------ runtime
+class _SerialThread:
+    """One daemon thread running the calls it is given in order. (A ThreadPoolExecutor's threads
+    are joined at interpreter exit: one stuck in a ZooKeeper retry would hold up a worker's exit.)"""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        future: Future = Future()
+        self._queue.put((future, fn))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def close(self) -> None:
+        """Stop after what is queued (the thread is a daemon: nothing waits for it)."""
+        self._queue.put(None)
+
+
 class MetaWriter:
     """Runs a source's TransactionalState writes: inline for an in-process store, else on two
     threads of its own (stores, which ``emit`` waits for, and prunes, which nobody waits for)."""
@@ -100,8 +135,8 @@ class MetaWriter:
     def __init__(self, state: Any, name: str) -> None:
         self.inline = isinstance(state, MemoryTransactionalState)
         self.name = name
-        self._stores: ThreadPoolExecutor | None = None
-        self._prunes: ThreadPoolExecutor | None = None
+        self._stores: _SerialThread | None = None
+        self._prunes: _SerialThread | None = None
 
     def store(self, write: Callable[[], None]) -> Future | None:
         """Start ``write``; the future to wait for (None: already done inline)."""
@@ -109,7 +144,7 @@ class MetaWriter:
             write()
             return None
         if self._stores is None:
-            self._stores = ThreadPoolExecutor(1, thread_name_prefix=f"trident-metas-{self.name}")
+            self._stores = _SerialThread(f"trident-metas-{self.name}")
         return self._stores.submit(write)
 
     def prune(self, delete: Callable[[], None]) -> None:
@@ -117,21 +152,21 @@ class MetaWriter:
             delete()
             return
         if self._prunes is None:
-            self._prunes = ThreadPoolExecutor(1, thread_name_prefix=f"trident-prune-{self.name}")
-        self._prunes.submit(self._quietly, delete)
+            self._prunes = _SerialThread(f"trident-prune-{self.name}")
+        self._prunes.submit(lambda: self._quietly(delete))
 
     def _quietly(self, delete: Callable[[], None]) -> None:
         try:
             delete()
         except Exception:
             log.warning("trident spout %s: pruning old metas failed (they stay stored; a restarted task "
-                        "loads and prunes them)",
-                        self.name, exc_info=True)
+                        "loads and prunes them)", self.name, exc_info=True)
 
     def close(self) -> None:
-        for pool in (self._stores, self._prunes):
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+        for thread in (self._stores, self._prunes):
+            if thread is not None:
+                thread.close()
+        self._stores = self._prunes = None
 
 
 class RotatingMetas:
