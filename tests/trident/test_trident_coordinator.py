@@ -81,13 +81,24 @@ def test_deactivated_coordinator_still_commits_but_starts_nothing():
     assert out == [(SUCCESS_STREAM, 1, 0)]
 
 
-def test_a_commit_saves_the_position_and_the_next_batch_start_the_attempts():
+def test_a_commit_and_the_batch_started_after_it_save_once_before_any_emit():
+    m = CoordinatorMachine(max_pending=1, emit_interval_secs=0)
+    assert [type(e) for e in m.step(0)] == [Save, Emit]
+    m.on_ack(BATCH_STREAM, 1, 0, 1)
+    effects = m.on_ack(COMMIT_STREAM, 1, 0, 2)
+    # the position after the commit and txid 2's attempt (without txid 1's), then the emits
+    assert isinstance(effects[0], Save) and (effects[0].current_txid, effects[0].attempts) == (2, {2: 0})
+    assert emits(effects) == [(SUCCESS_STREAM, 1, 0), (BATCH_STREAM, 2, 0)]
+    assert sum(isinstance(e, Save) for e in effects) == 1
+
+
+def test_a_commit_alone_saves_the_position_only():
     m = CoordinatorMachine(max_pending=1, emit_interval_secs=0)
     m.step(0)
     m.on_ack(BATCH_STREAM, 1, 0, 1)
+    m.set_running(False)                        # nothing starts after the commit
     saves = [e for e in m.on_ack(COMMIT_STREAM, 1, 0, 2) if isinstance(e, Save)]
-    # the commit: position only; then txid 2 starts and writes the attempts, without txid 1's
-    assert [(s.current_txid, s.attempts) for s in saves] == [(2, None), (2, {2: 0})]
+    assert [(s.current_txid, s.attempts) for s in saves] == [(2, None)]
 
 
 def test_resume_ignores_stored_attempts_of_committed_txids():
