@@ -50,7 +50,7 @@ class AggregateProcessor(Processor):
         self.agg.prepare(conf, context)
 
     def bind(self) -> None:
-        self.accept = self._accepter()  # type: ignore[method-assign]
+        self.accept = self._accepter()  # type: ignore[method-assign,assignment]
 
     def _states(self, txid: int) -> dict[Any, Any]:
         states = self.batches.get(txid)

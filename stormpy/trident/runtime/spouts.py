@@ -229,7 +229,11 @@ class RotatingMetas:
         paths = [tx.spout_meta_path(self.stream, self.partition, t) for t in old]
         if paths:
             delete = self.state.delete
-            self.writer.prune(lambda: [delete(path) for path in paths])
+
+            def prune() -> None:
+                for path in paths:
+                    delete(path)
+            self.writer.prune(prune)
 
 
 class SpoutSource:
