@@ -21,10 +21,11 @@ RotatingTransactionalState:
 Against ZooKeeper each meta write is a round trip or two (about 2-3 ms for a new node here) that
 used to block the spout executor's thread twice per partition and batch (store, prune). A
 :class:`MetaWriter` moves them off that thread: a partition's meta is stored while the next
-partition's tuples are emitted, and ``emit`` waits for every store before it returns (so still
-before the coordination tuples leave); pruning is fire-and-forget (a prune lost in a crash
-leaves metas below the committed txid, which nothing reads and the next prune removes). An
-in-process store (``stormpy local``) is written inline.
+partition's tuples are emitted, the last partition's is stored by the task itself (it would
+only wait for it), and ``emit`` returns once every store is done (so still before the
+coordination tuples leave); pruning is fire-and-forget (a prune lost in a crash leaves metas
+below the committed txid, which nothing reads and a restarted task prunes). An in-process
+store (``stormpy local``) is written inline.
 """
 from __future__ import annotations
 
@@ -138,9 +139,11 @@ class MetaWriter:
         self._stores: _SerialThread | None = None
         self._prunes: _SerialThread | None = None
 
-    def store(self, write: Callable[[], None]) -> Future | None:
-        """Start ``write``; the future to wait for (None: already done inline)."""
-        if self.inline:
+    def store(self, write: Callable[[], None], now: bool = False) -> Future | None:
+        """Start ``write``; the future to wait for (None: already done inline). ``now``: the
+        caller would wait for it right away, so it runs on the caller's thread (not queued
+        behind an earlier store, which then proceeds while the caller waits on I/O)."""
+        if self.inline or now:
             write()
             return None
         if self._stores is None:
@@ -202,12 +205,13 @@ class RotatingMetas:
         self.state.set(tx.spout_meta_path(self.stream, self.partition, txid), {"meta": meta})
         self.metas[txid] = meta
 
-    def put_behind(self, txid: int, meta: Any) -> Future | None:
+    def put_behind(self, txid: int, meta: Any, last: bool = False) -> Future | None:
         """Like :meth:`put`, the write started on the writer; wait with :meth:`settle` before the
         batch's coordination tuples leave. Until then the meta is known here (this task's later
-        emits see it) but may not be stored."""
+        emits see it) but may not be stored. ``last``: nothing is emitted before the wait, so
+        the write is done here and now (a failure raises, the meta then not kept)."""
         path = tx.spout_meta_path(self.stream, self.partition, txid)
-        future = self.writer.store(lambda: self.state.set(path, {"meta": meta}))
+        future = self.writer.store(lambda: self.state.set(path, {"meta": meta}), now=last)
         self.metas[txid] = meta
         return future
 
@@ -284,6 +288,7 @@ class BatchSource(SpoutSource):
 class PartitionedSource(SpoutSource):
     def emit(self, txid: int, attempt: int, collector: Any) -> None:
         stores: list[tuple[RotatingMetas, Future | None]] = []
+        last_index = len(self.partitions) - 1
         try:
             for i, partition in enumerate(self.partitions):
                 metas = self.metas[i]
@@ -296,10 +301,10 @@ class PartitionedSource(SpoutSource):
                     # after last_before(txid) (this txid failed before its meta was stored, e.g. a
                     # Function fused after the spout raised); emitting it again here would count
                     # that data twice. This txid stays empty, forever.
-                    stores.append((metas, metas.put_behind(txid, None)))
+                    stores.append((metas, metas.put_behind(txid, None, last=i == last_index)))
                 else:
                     meta = self.spout.emit_new_batch(txid, collector, partition, metas.last_before(txid))
-                    stores.append((metas, metas.put_behind(txid, meta)))
+                    stores.append((metas, metas.put_behind(txid, meta, last=i == last_index)))
         except BaseException:
             # A later partition raised: what earlier ones emitted is stored all the same, as before.
             _settle_all(txid, stores, quiet=True)
