@@ -13,7 +13,11 @@ the ratio, and the bare SimpleQueue handoff that every local figure is relative 
 
 ``--cluster``: the same on a real process cluster (ZooKeeper, Nimbus, one supervisor, 2 workers;
 SqliteMapState only, as MemoryMapState is per process), against the core figure of
-benchmarks/cluster_wordcount.py's topology on the same cluster.
+benchmarks/cluster_wordcount.py's topology on the same cluster. Printed with it: the CPU the
+workers got (% of one core each) and committed words per worker CPU-second, which a loaded
+machine disturbs far less than words/s. ``--cluster-only`` skips the local part;
+``--profile DIR`` samples the Trident workers with py-spy over the measured window (as
+``cluster_wordcount.py --profile`` does) and prints their heaviest functions.
 """
 from __future__ import annotations
 
@@ -86,11 +90,11 @@ def run_trident(state: Any, label: str, secs: float, warmup: float, per_batch: i
     return result
 
 
-def run_cluster(secs: float, warmup: float, per_batch: int) -> None:
+def run_cluster(secs: float, warmup: float, per_batch: int, profile_dir: Path | None = None) -> None:
     """Core acked word count, then the Trident one, on one real cluster (1 supervisor, 2 workers)."""
     import shutil
 
-    from cluster_wordcount import BenchCluster, run_phase
+    from cluster_wordcount import BenchCluster, run_phase, start_profiles, summarize_profile
 
     from stormpy.client.nimbus_client import connect
     from stormpy.testing import wait_until
@@ -109,29 +113,45 @@ def run_cluster(secs: float, warmup: float, per_batch: int) -> None:
                     "-c", f"bench.per.batch={per_batch}",
                     "-c", f"bench.text={Path(__file__).resolve().parent.parent / 'examples' / 'data' / 'sentences.txt'}")
 
-        def coordinator_metrics() -> dict[str, float]:
+        def executor_metrics() -> list[tuple[str, dict[str, float]]]:
             with connect(cluster.conf) as client:
                 topo = next(t for t in client.getClusterInfo().topologies if t.name == "bench-trident")
                 info = client.getTopologyInfo(topo.id)
-            for ex in info.executors:
-                if ex.component_id.startswith("$mastercoord") and ex.stats is not None:
-                    return dict(ex.stats.metrics or {})
-            return {}
+            return [(ex.component_id, dict(ex.stats.metrics or {})) for ex in info.executors if ex.stats is not None]
+
+        def coordinator_metrics() -> dict[str, float]:
+            return next((m for c, m in executor_metrics() if c.startswith("$mastercoord")), {})
 
         wait_until(lambda: db.exists() and committed_words(state) > 0, 180, "bench-trident: first commits")
         time.sleep(warmup)
+        workers = cluster.workers()
+        profilers = start_profiles(workers, secs, profile_dir)
+        cpu0 = {p.pid: sum(p.cpu_times()[:2]) for p in workers}
         w0, t0 = committed_words(state), time.perf_counter()
         b0 = coordinator_metrics().get("trident.batches.committed", 0)
         time.sleep(secs)
         w1, t1 = committed_words(state), time.perf_counter()
+        cpu = sum(sum(p.cpu_times()[:2]) - cpu0[p.pid] for p in workers)
         metrics = coordinator_metrics()
         elapsed = t1 - t0
         words = (w1 - w0) / elapsed
+        for profiler in profilers:
+            profiler.wait(60)
         print(f"cluster trident into SqliteMapState (2 workers): {words:,.0f} committed words/s, "
               f"{(metrics.get('trident.batches.committed', 0) - b0) / elapsed:,.1f} batches/s (heartbeat-granular), "
               f"commit latency p50 {metrics.get('trident.commit.latency.p50.ms', float('nan')):.1f} ms, "
               f"p99 {metrics.get('trident.commit.latency.p99.ms', float('nan')):.1f} ms; "
               f"{words / core:.2f}x the core acked word count", flush=True)
+        print(f"  trident workers' CPU: {cpu / elapsed * 100:.0f}% of one core over {len(workers)} workers; "
+              f"{(w1 - w0) / max(cpu, 1e-9):,.0f} committed words per worker CPU-second; batch latency "
+              f"p50 {metrics.get('trident.batch.latency.p50.ms', float('nan')):.1f} ms", flush=True)
+        tasks = [f"{c} {m['trident.batch.latency.p50.ms']:.1f} ms"
+                 for c, m in sorted(executor_metrics(), key=lambda cm: cm[0])
+                 if not c.startswith("$") and "trident.batch.latency.p50.ms" in m]
+        print(f"  per task, first tuple -> batch complete p50: {', '.join(tasks)}", flush=True)
+        if profile_dir is not None:
+            for path in sorted(profile_dir.glob("worker-*.txt")):
+                print(summarize_profile(path), flush=True)
         cluster.cli("kill", "bench-trident", "-w", "0")
         wait_until(lambda: not cluster.workers(), 120, "bench-trident: workers gone after kill")
     finally:
@@ -157,8 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-batch", type=int, default=1000, help="lines per partition per batch (4 partitions)")
     parser.add_argument("--cluster", action="store_true", help="also run on a real 2-worker cluster")
     parser.add_argument("--pending", type=int, default=3, help="topology.max.spout.pending (batches in flight)")
+    parser.add_argument("--cluster-only", action="store_true", help="skip the local part (implies --cluster)")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="py-spy profiles of the cluster's Trident workers into DIR (with --cluster)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.cluster_only:
+        run_cluster(max(args.secs, 15.0), max(args.warmup, 5.0), args.per_batch, args.profile)
+        return 0
 
     handoff = run_handoff(args.secs / 2)
     print(f"raw SimpleQueue handoff only (2 threads, no work): {handoff:,.0f} tuples/s", flush=True)
@@ -172,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             r = run_trident(state, label, args.secs, args.warmup, args.per_batch, args.pending)
             print(describe(label, r, core, handoff), flush=True)
     if args.cluster:
-        run_cluster(max(args.secs, 15.0), max(args.warmup, 5.0), args.per_batch)
+        run_cluster(max(args.secs, 15.0), max(args.warmup, 5.0), args.per_batch, args.profile)
     return 0
 
 

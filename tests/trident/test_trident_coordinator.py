@@ -79,3 +79,31 @@ def test_deactivated_coordinator_still_commits_but_starts_nothing():
     assert emits(m.on_ack(BATCH_STREAM, 1, 0, 1)) == [(COMMIT_STREAM, 1, 0)]
     out = emits(m.on_ack(COMMIT_STREAM, 1, 0, 2))
     assert out == [(SUCCESS_STREAM, 1, 0)]
+
+
+def test_a_commit_and_the_batch_started_after_it_save_once_before_any_emit():
+    m = CoordinatorMachine(max_pending=1, emit_interval_secs=0)
+    assert [type(e) for e in m.step(0)] == [Save, Emit]
+    m.on_ack(BATCH_STREAM, 1, 0, 1)
+    effects = m.on_ack(COMMIT_STREAM, 1, 0, 2)
+    # the position after the commit and txid 2's attempt (without txid 1's), then the emits
+    assert isinstance(effects[0], Save) and (effects[0].current_txid, effects[0].attempts) == (2, {2: 0})
+    assert emits(effects) == [(SUCCESS_STREAM, 1, 0), (BATCH_STREAM, 2, 0)]
+    assert sum(isinstance(e, Save) for e in effects) == 1
+
+
+def test_a_commit_alone_saves_the_position_only():
+    m = CoordinatorMachine(max_pending=1, emit_interval_secs=0)
+    m.step(0)
+    m.on_ack(BATCH_STREAM, 1, 0, 1)
+    m.set_running(False)                        # nothing starts after the commit
+    saves = [e for e in m.on_ack(COMMIT_STREAM, 1, 0, 2) if isinstance(e, Save)]
+    assert [(s.current_txid, s.attempts) for s in saves] == [(2, None)]
+
+
+def test_resume_ignores_stored_attempts_of_committed_txids():
+    # currtx 5 was written at the commit of 4; the attempts stored before still name 4
+    m = CoordinatorMachine(current_txid=5, attempts={4: 2, 5: 1}, max_pending=1, emit_interval_secs=0)
+    saves = [e for e in m.step(0) if isinstance(e, Save)]
+    assert emits(m.step(0)) == [] and m.active[5].attempt == 2
+    assert saves[0].attempts == {5: 2}

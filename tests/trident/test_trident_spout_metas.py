@@ -7,6 +7,11 @@ RotatingTransactionalState rule), or that data would be counted twice.
 """
 from __future__ import annotations
 
+import threading
+import time
+
+import pytest
+
 from stormpy.cluster_state import MemoryTransactionalState
 from stormpy.trident import PartitionedSpout
 from stormpy.trident.spouts import make_source
@@ -59,3 +64,78 @@ def test_replay_of_a_txid_overtaken_by_a_later_one_emits_nothing():
     assert replay3.values == third.values
     source.emit(4, 0, last := Collector())
     assert last.values == [6, 7, 8], "the chain goes on after the empty txid"
+
+
+class RemoteStore:
+    """A TransactionalState that is not in-process (so metas are written off the executor
+    thread, as against ZooKeeper), over a MemoryTransactionalState; ``broken`` makes writes raise."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryTransactionalState()
+        self.broken = False
+        self.writers: set[str] = set()
+
+    def set(self, path, value):
+        self.writers.add(threading.current_thread().name)
+        if self.broken:
+            raise ConnectionError("store unreachable")
+        self.inner.set(path, value)
+
+    def get(self, path, default=None):
+        return self.inner.get(path, default)
+
+    def delete(self, path):
+        self.inner.delete(path)
+
+    def children(self, path):
+        return self.inner.children(path)
+
+
+class TwoPartitions(Numbers):
+    def partitions(self):
+        return [0, 1]
+
+
+def _stored(store):
+    return {p: sorted(int(c) for c in store.children(f"spouts/numbers/{p}")) for p in (0, 1)}
+
+
+def test_metas_stored_behind_the_emit_before_emit_returns_and_pruned_after_success():
+    store = RemoteStore()
+    source = make_source(TwoPartitions(), "partitioned", "numbers")
+    source.prepare({}, None, store, 0, 1)
+    try:
+        for txid in (1, 2, 3):
+            source.emit(txid, 0, Collector())
+            assert _stored(store) == {0: list(range(1, txid + 1)), 1: list(range(1, txid + 1))}
+        # the first partition's meta is written behind the second one's emit, the last one's
+        # right away (the task waits for it anyway)
+        assert store.writers == {"trident-metas-numbers-0", threading.current_thread().name}
+        source.success(3)
+        deadline = time.monotonic() + 10
+        while _stored(store) != {0: [3], 1: [3]} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _stored(store) == {0: [3], 1: [3]}, "metas below the committed txid are pruned"
+        restarted = make_source(TwoPartitions(), "partitioned", "numbers")
+        restarted.prepare({}, None, store, 0, 1)
+        restarted.emit(4, 0, after := Collector())
+        assert after.values == [9, 10, 11] * 2, "a restarted task goes on from the stored metas"
+    finally:
+        source.close()
+
+
+def test_a_failed_meta_store_fails_the_emit_and_the_replay_stores_it():
+    store = RemoteStore()
+    source = make_source(TwoPartitions(), "partitioned", "numbers")
+    source.prepare({}, None, store, 0, 1)
+    try:
+        source.emit(1, 0, Collector())
+        store.broken = True
+        with pytest.raises(ConnectionError):
+            source.emit(2, 0, Collector())
+        store.broken = False
+        source.emit(2, 1, replay := Collector())
+        assert replay.values == [3, 4, 5] * 2
+        assert _stored(store) == {0: [1, 2], 1: [1, 2]}
+    finally:
+        source.close()

@@ -282,16 +282,17 @@ class BatchCore:
 class _SpoutCollector:
     """What a Trident spout emits through during ``emit_batch``."""
 
-    __slots__ = ("runtime", "batch", "count")
+    __slots__ = ("entry", "batch", "count")
 
     def __init__(self, runtime: Any, batch: TrackedBatch) -> None:
-        self.runtime = runtime
+        # A GroupRuntime hands out the processor the spout's tuples enter (one call per tuple).
+        self.entry = getattr(runtime, "spout_entry", None) or runtime.emit_spout
         self.batch = batch
         self.count = 0
 
     def emit(self, values: Any) -> None:
         self.count += 1
-        self.runtime.emit_spout(self.batch, list(values))
+        self.entry(self.batch, list(values))
 
     def report_error(self, text: Any) -> None:
         log.error("trident spout reported: %s", text)

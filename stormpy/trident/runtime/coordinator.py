@@ -11,7 +11,10 @@ told about acks, fails and the clock, and returns the effects to perform (emits 
   so a restarted coordinator never reuses one and tasks can drop stale tuples).
 - processing ack: PROCESSING -> PROCESSED; the ``current`` txid, once PROCESSED, becomes
   COMMITTING and ``$commit`` is emitted (strict txid order: only ``current`` ever commits).
-- commit ack: ``$success`` is emitted, ``current`` advances and is saved.
+- commit ack: ``$success`` is emitted, ``current`` advances and is saved. The attempt ids are
+  not written again then (one ZooKeeper write less in every commit's round trip): the stored
+  ones still name the committed txid, which nothing reads (only txids from ``current`` on
+  run), and the next batch start writes them without it.
 - ``coordinator/currtx`` is written with a compare-and-set on its ZooKeeper version: a second
   coordinator of the same topology (a stale one whose worker was cut off, still running) that
   writes after the other one fails with :class:`StaleCoordinatorError` instead of moving the
@@ -72,9 +75,10 @@ class Emit:
 
 @dataclass(frozen=True)
 class Save:
-    """Persist the coordinator's position (current txid and the attempt ids in use)."""
+    """Persist the coordinator's position (current txid and the attempt ids in use; ``attempts``
+    None: the stored ones stay, the change concerns only txids below ``current_txid``)."""
     current_txid: int
-    attempts: dict[int, int]
+    attempts: dict[int, int] | None
 
 
 @dataclass
@@ -89,7 +93,9 @@ class CoordinatorMachine:
     def __init__(self, current_txid: int = 1, attempts: Mapping[int, int] | None = None,
                  max_pending: int = 1, emit_interval_secs: float = 0.5) -> None:
         self.current = max(1, int(current_txid))
-        self.attempts: dict[int, int] = {int(k): int(v) for k, v in (attempts or {}).items()}
+        # Attempts of committed txids (below current) may still be stored: they are never used.
+        self.attempts: dict[int, int] = {int(k): int(v) for k, v in (attempts or {}).items()
+                                         if int(k) >= self.current}
         self.max_pending = max(1, int(max_pending))
         self.emit_interval_secs = max(0.0, float(emit_interval_secs))
         self.active: dict[int, TxStatus] = {}
@@ -117,7 +123,7 @@ class CoordinatorMachine:
             self.last_emit = now
             effects.append(Save(self.current, dict(self.attempts)))
             effects.append(Emit(BATCH_STREAM, txid, attempt))
-        return effects
+        return _one_save(effects)
 
     def on_ack(self, stream: str, txid: int, attempt: int, now: float) -> list[Any]:
         status = self.active.get(txid)
@@ -130,9 +136,9 @@ class CoordinatorMachine:
             del self.active[txid]
             self.attempts.pop(txid, None)
             self.current = txid + 1
-            effects.append(Save(self.current, dict(self.attempts)))
+            effects.append(Save(self.current, None))
             effects.append(Emit(SUCCESS_STREAM, txid, attempt, tracked=False))
-        return effects + self.step(now)
+        return _one_save(effects + self.step(now))
 
     def on_fail(self, stream: str, txid: int, attempt: int, now: float) -> list[Any]:
         status = self.active.get(txid)
@@ -150,6 +156,21 @@ class CoordinatorMachine:
 
     def in_flight(self) -> int:
         return len(self.active)
+
+
+def _one_save(effects: list[Any]) -> list[Any]:
+    """The Saves of one step merged into one, where the first was: the newest position and
+    attempts, written before every emit of the step (a commit's position and the attempts of
+    the batch started after it in one round of ZooKeeper writes instead of two). Saving earlier
+    is always safe: an emit only needs its Save to come before it."""
+    saves = [i for i, effect in enumerate(effects) if isinstance(effect, Save)]
+    if len(saves) < 2:
+        return effects
+    attempts = next((effects[i].attempts for i in reversed(saves) if effects[i].attempts is not None), None)
+    merged = Save(effects[saves[-1]].current_txid, attempts)
+    out = [effect for effect in effects if not isinstance(effect, Save)]
+    out.insert(saves[0], merged)
+    return out
 
 
 class MasterBatchCoordinator(Spout):
@@ -241,7 +262,8 @@ class MasterBatchCoordinator(Spout):
                 # Before the emit that depends on it: a restarted coordinator must never
                 # reuse an attempt id that tuples in flight may still carry.
                 self._save_current(effect.current_txid)   # first: the fence against a second coordinator
-                self.txstate.set(txstate.COORDINATOR_ATTEMPTS, {str(k): v for k, v in effect.attempts.items()})
+                if effect.attempts is not None:
+                    self.txstate.set(txstate.COORDINATOR_ATTEMPTS, {str(k): v for k, v in effect.attempts.items()})
                 continue
             values = [[effect.txid, effect.attempt]]
             if effect.tracked:

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stormpy.trident.runtime import operations as ops
+from stormpy.trident.runtime.aggregate import AggregateProcessor
 from stormpy.trident.runtime.operations import TridentTuple
+from stormpy.trident.runtime.processor import Processor, _Collector, _index, _unwired
 
 log = logging.getLogger(__name__)
 
@@ -47,70 +49,49 @@ class GroupSpec:
     defer_finish: bool = False                  # holds state: finishes batches at $commit
 
 
-class _Collector:
-    """What user operations emit through; ``prefix`` is prepended (input values or group key)."""
-
-    __slots__ = ("out", "batch", "prefix")
-
-    def __init__(self, out: Callable[[Any, list], None]) -> None:
-        self.out = out
-        self.batch: Any = None
-        self.prefix: list[Any] = []
-
-    def emit(self, values: Any) -> None:
-        self.out(self.batch, self.prefix + list(values))
-
-    def report_error(self, text: Any) -> None:
-        log.error("trident operation reported: %s", text)
-
-
-def _index(fields: tuple[str, ...]) -> dict[str, int]:
-    return {name: i for i, name in enumerate(fields)}
-
-
-class Processor:
-    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
-        self.node = node
-        self.out = out
-        fields = node.parent_fields[0] if node.parent_fields else ()
-        self.in_index = _index(fields)
-        inputs = node.spec.get("input_fields", ())
-        self.select = [self.in_index[f] for f in inputs] if inputs else []
-        self.sel_index = _index(tuple(inputs))
-        self.batches: dict[int, Any] = {}
-
-    def project(self, values: list) -> TridentTuple:
-        return TridentTuple([values[i] for i in self.select], self.sel_index)
-
-    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
-        """Prepare user objects; called once per task."""
-
-    def execute(self, batch: Any, parent: int, values: list) -> None:
-        raise NotImplementedError
-
-    def finish(self, batch: Any) -> None:
-        """The batch is complete: emit what was held (aggregates, queries, joins, states)."""
-
-    def complete(self, batch: Any) -> None:
-        """A commit-phase processor's batch is complete; its ``finish`` waits for ``$commit``."""
-
-    def discard(self, txid: int) -> None:
-        self.batches.pop(txid, None)
-
-    def cleanup(self) -> None:
-        """The task stops."""
-
-
 class EachProcessor(Processor):
-    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
-        super().__init__(node, out)
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
         self.fn = ops.as_function(node.spec["op"])
-        self.collector = _Collector(out)
+        self.collector = _Collector(self.out)
+
+    def wire(self, out: Callable[[Any, list], None]) -> None:
+        self.out = self.collector.out = out
 
     def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
         self.fn.prepare(conf, context)
 
-    def execute(self, batch: Any, parent: int, values: list) -> None:
+    def bind(self, inline: Any = None) -> None:
+        """``inline``: the child's collector that aggregates what the function emits on the spot
+        (``AggregateProcessor.inline_collector``): one call per emitted tuple, no list built."""
+        execute, project = self.fn.execute, self.project
+        if inline is not None and self.whole_input:
+            begin, index = inline.begin, self.sel_index
+
+            def accept_whole(batch: Any, values: list) -> None:
+                if batch is not inline.batch:   # reset when the aggregate finishes or drops a batch
+                    begin(batch)
+                execute(TridentTuple(values, index), inline)
+            self.accept = accept_whole  # type: ignore[method-assign]
+            return
+        if inline is not None:
+            begin = inline.begin
+
+            def accept_inline(batch: Any, values: list) -> None:
+                if batch is not inline.batch:
+                    begin(batch)
+                execute(project(values), inline)
+            self.accept = accept_inline  # type: ignore[method-assign]
+            return
+        collector = self.collector
+
+        def accept(batch: Any, values: list) -> None:
+            collector.batch = batch
+            collector.prefix = values
+            execute(project(values), collector)
+        self.accept = accept  # type: ignore[method-assign]
+
+    def accept(self, batch: Any, values: list) -> None:
         collector = self.collector
         collector.batch = batch
         collector.prefix = values
@@ -121,14 +102,14 @@ class EachProcessor(Processor):
 
 
 class FilterProcessor(Processor):
-    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
-        super().__init__(node, out)
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
         self.fn = ops.as_filter(node.spec["op"])
 
     def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
         self.fn.prepare(conf, context)
 
-    def execute(self, batch: Any, parent: int, values: list) -> None:
+    def accept(self, batch: Any, values: list) -> None:
         if self.fn.is_keep(self.project(values)):
             self.out(batch, values)
 
@@ -137,69 +118,26 @@ class FilterProcessor(Processor):
 
 
 class ProjectProcessor(Processor):
-    def execute(self, batch: Any, parent: int, values: list) -> None:
+    def accept(self, batch: Any, values: list) -> None:
         self.out(batch, [values[i] for i in self.select])
 
 
 class PassProcessor(Processor):
     """merge: every parent's tuples go on unchanged."""
 
-    def execute(self, batch: Any, parent: int, values: list) -> None:
+    def accept(self, batch: Any, values: list) -> None:
         self.out(batch, values)
-
-
-class AggregateProcessor(Processor):
-    """partition (optionally grouped) aggregation of one batch; emits at finish."""
-
-    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
-        super().__init__(node, out)
-        self.agg = ops.batch_aggregator(node.spec["agg"])
-        self.group = [self.in_index[f] for f in node.spec.get("group_fields", ())]
-        self.collector = _Collector(out)
-
-    def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
-        self.agg.prepare(conf, context)
-
-    def _state(self, batch: Any, key: tuple) -> Any:
-        states = self.batches.get(batch.txid)
-        if states is None:
-            states = self.batches[batch.txid] = {}
-        entry = states.get(key)
-        if entry is None:
-            collector = self.collector
-            collector.batch, collector.prefix = batch, list(key)
-            entry = states[key] = self.agg.init(batch.txid, collector)
-        return entry
-
-    def execute(self, batch: Any, parent: int, values: list) -> None:
-        key = tuple(values[i] for i in self.group)
-        state = self._state(batch, key)
-        collector = self.collector
-        collector.batch, collector.prefix = batch, list(key)
-        self.agg.aggregate(state, self.project(values), collector)
-
-    def finish(self, batch: Any) -> None:
-        if not self.group:
-            self._state(batch, ())  # an ungrouped aggregate emits for every batch (zero when empty)
-        states = self.batches.pop(batch.txid, {})
-        collector = self.collector
-        for key, state in states.items():
-            collector.batch, collector.prefix = batch, list(key)
-            self.agg.complete(state, collector)
-
-    def cleanup(self) -> None:
-        self.agg.cleanup()
 
 
 class PersistProcessor(Processor):
     """Buffers a batch's tuples; at finish (commit time) applies them to the state."""
 
-    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
-        super().__init__(node, out)
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
         self.factory = node.spec["factory"]
         self.updater = node.spec["updater"]
         self.state: Any = None
-        self.collector = _Collector(out)
+        self.collector = _Collector(self.out)
         self.inputs_at_commit = False   # set by GroupRuntime: a parent in the group is commit-phase
 
     def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
@@ -208,7 +146,10 @@ class PersistProcessor(Processor):
         if prepare is not None:
             prepare(conf, context)
 
-    def execute(self, batch: Any, parent: int, values: list) -> None:
+    def wire(self, out: Callable[[Any, list], None]) -> None:
+        self.out = self.collector.out = out
+
+    def accept(self, batch: Any, values: list) -> None:
         self.batches.setdefault(batch.txid, []).append(self.project(values))
 
     def complete(self, batch: Any) -> None:
@@ -240,18 +181,21 @@ class PersistProcessor(Processor):
 class StateQueryProcessor(Processor):
     """Buffers a batch's tuples; at finish asks the state once and emits per tuple."""
 
-    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
-        super().__init__(node, out)
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
         self.factory = node.spec["factory"]
         self.query = node.spec["query"]
         self.state: Any = None
-        self.collector = _Collector(out)
+        self.collector = _Collector(self.out)
+
+    def wire(self, out: Callable[[Any, list], None]) -> None:
+        self.out = self.collector.out = out
 
     def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
         self.state = self.factory.make_state(conf, context, index, count)
         self.query.prepare(conf, context)
 
-    def execute(self, batch: Any, parent: int, values: list) -> None:
+    def accept(self, batch: Any, values: list) -> None:
         self.batches.setdefault(batch.txid, []).append(values)
 
     def finish(self, batch: Any) -> None:
@@ -273,11 +217,14 @@ class StateQueryProcessor(Processor):
 class JoinProcessor(Processor):
     """Inner join of the batch's two sides on their key fields; emits at finish."""
 
-    def __init__(self, node: NodeSpec, out: Callable[[Any, list], None]) -> None:
-        super().__init__(node, out)
+    def __init__(self, node: NodeSpec) -> None:
+        super().__init__(node)
         keys = (node.spec["a_fields"], node.spec["b_fields"])
         self.keys = [[_index(pf)[f] for f in k] for pf, k in zip(node.parent_fields, keys)]
         self.rest = [[i for i in range(len(pf)) if i not in set(k)] for pf, k in zip(node.parent_fields, self.keys)]
+
+    def accept(self, batch: Any, values: list) -> None:
+        self.execute(batch, 0, values)
 
     def execute(self, batch: Any, parent: int, values: list) -> None:
         sides = self.batches.get(batch.txid)
@@ -313,7 +260,7 @@ class GroupRuntime:
         self.processors: dict[int, Processor] = {}
         self.order: list[Processor] = []
         for node in spec.nodes:
-            proc = PROCESSORS[node.kind](node, self._router(node))
+            proc = PROCESSORS[node.kind](node)
             self.processors[node.key] = proc
             self.order.append(proc)
         for node in spec.nodes:
@@ -321,26 +268,51 @@ class GroupRuntime:
                 for key, _index_ in node.children:
                     if isinstance(self.processors[key], PersistProcessor):
                         self.processors[key].inputs_at_commit = True
-        self.entries = {stream: [(self.processors[k], i) for k, i in targets]
-                        for stream, targets in spec.entries.items()}
+        #: input stream -> the accept of every processor it enters
+        self.entries: dict[str, list[Callable[[Any, list], None]]] = {}
         self.spout_proc = self.processors.get(spec.spout_key) if spec.spout_key is not None else None
+        #: where a spout's tuples go: what the spout node routes to (it only passes them on)
+        self.spout_entry: Callable[[Any, list], None] = _unwired
+        self._wire()
+
+    def _wire(self) -> None:
+        """Bind every processor's fast path and route its output straight to its children's
+        ``accept`` (children before parents: nodes are in topological order)."""
+        for node in reversed(self.spec.nodes):
+            proc = self.processors[node.key]
+            proc.bind()
+            proc.wire(self._router(node))
+            if isinstance(proc, EachProcessor) and len(node.children) == 1 and not node.exits:
+                child = self.processors[node.children[0][0]]
+                if isinstance(child, AggregateProcessor):
+                    inline = child.inline_collector(len(node.parent_fields[0]) if node.parent_fields else 0)
+                    if inline is not None:
+                        proc.bind(inline)
+        self.entries = {stream: [self._target(k, i) for k, i in targets]
+                        for stream, targets in self.spec.entries.items()}
+        if self.spout_proc is not None:
+            self.spout_entry = self.spout_proc.out
+
+    def _target(self, key: int, index: int) -> Callable[[Any, list], None]:
+        proc = self.processors[key]
+        if isinstance(proc, JoinProcessor):
+            execute = proc.execute
+            return lambda batch, values: execute(batch, index, values)
+        return proc.accept
 
     def _router(self, node: NodeSpec) -> Callable[[Any, list], None]:
-        children = node.children
-        exits = node.exits
+        targets = [self._target(key, index) for key, index in node.children]
         send = self.send
-        processors = self.processors  # filled before the first tuple flows
-
-        if len(children) == 1 and not exits:
-            (key, index), = children
-
-            def route_one(batch: Any, values: list) -> None:
-                processors[key].execute(batch, index, values)
-            return route_one
+        if len(targets) == 1 and not node.exits:
+            return targets[0]
+        if not targets and len(node.exits) == 1:
+            (stream,) = node.exits
+            return lambda batch, values: send(stream, batch, values)
+        exits = node.exits
 
         def route(batch: Any, values: list) -> None:
-            for key, index in children:
-                processors[key].execute(batch, index, values)
+            for target in targets:
+                target(batch, values)
             for stream in exits:
                 send(stream, batch, values)
         return route
@@ -348,13 +320,14 @@ class GroupRuntime:
     def prepare(self, conf: Mapping[str, Any], context: Any, index: int, count: int) -> None:
         for proc in self.order:
             proc.prepare(conf, context, index, count)
+        self._wire()  # prepare may have changed the user objects the fast paths hold
 
     def feed(self, stream: str, batch: Any, values: list) -> None:
-        for proc, index in self.entries.get(stream, ()):
-            proc.execute(batch, index, values)
+        for target in self.entries.get(stream, ()):
+            target(batch, values)
 
     def emit_spout(self, batch: Any, values: list) -> None:
-        self.spout_proc.execute(batch, 0, values)
+        self.spout_entry(batch, values)
 
     def finish(self, batch: Any, phase: str | None = None) -> None:
         """Finish the batch in every processor, or only those of ``phase`` ("batch" / "commit");

@@ -17,13 +17,26 @@ RotatingTransactionalState:
   meta below n.
 
 ``$success`` of txid n prunes metas below n.
+
+Against ZooKeeper each meta write is a round trip or two (about 2-3 ms for a new node here) that
+used to block the spout executor's thread twice per partition and batch (store, prune). A
+:class:`MetaWriter` moves them off that thread: a partition's meta is stored while the next
+partition's tuples are emitted, the last partition's is stored by the task itself (it would
+only wait for it), and ``emit`` returns once every store is done (so still before the
+coordination tuples leave); pruning is fire-and-forget (a prune lost in a crash leaves metas
+below the committed txid, which nothing reads and a restarted task prunes). An in-process
+store (``stormpy local``) is written inline.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from typing import Any
 
+from stormpy.cluster_state import MemoryTransactionalState
 from stormpy.trident.state import txstate as tx
 
 log = logging.getLogger(__name__)
@@ -83,14 +96,91 @@ def spout_kind(spout: Any) -> str | None:
 
 
 # ------------------------------------------------------------------ runtime
+class _SerialThread:
+    """One daemon thread running the calls it is given in order. (A ThreadPoolExecutor's threads
+    are joined at interpreter exit: one stuck in a ZooKeeper retry would hold up a worker's exit.)"""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        future: Future = Future()
+        self._queue.put((future, fn))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def close(self) -> None:
+        """Stop after what is queued (the thread is a daemon: nothing waits for it)."""
+        self._queue.put(None)
+
+
+class MetaWriter:
+    """Runs a source's TransactionalState writes: inline for an in-process store, else on two
+    threads of its own (stores, which ``emit`` waits for, and prunes, which nobody waits for)."""
+
+    def __init__(self, state: Any, name: str) -> None:
+        self.inline = isinstance(state, MemoryTransactionalState)
+        self.name = name
+        self._stores: _SerialThread | None = None
+        self._prunes: _SerialThread | None = None
+
+    def store(self, write: Callable[[], None], now: bool = False) -> Future | None:
+        """Start ``write``; the future to wait for (None: already done inline). ``now``: the
+        caller would wait for it right away, so it runs on the caller's thread (not queued
+        behind an earlier store, which then proceeds while the caller waits on I/O)."""
+        if self.inline or now:
+            write()
+            return None
+        if self._stores is None:
+            self._stores = _SerialThread(f"trident-metas-{self.name}")
+        return self._stores.submit(write)
+
+    def prune(self, delete: Callable[[], None]) -> None:
+        if self.inline:
+            delete()
+            return
+        if self._prunes is None:
+            self._prunes = _SerialThread(f"trident-prune-{self.name}")
+        self._prunes.submit(lambda: self._quietly(delete))
+
+    def _quietly(self, delete: Callable[[], None]) -> None:
+        try:
+            delete()
+        except Exception:
+            log.warning("trident spout %s: pruning old metas failed (they stay stored; a restarted task "
+                        "loads and prunes them)", self.name, exc_info=True)
+
+    def close(self) -> None:
+        for thread in (self._stores, self._prunes):
+            if thread is not None:
+                thread.close()
+        self._stores = self._prunes = None
+
+
 class RotatingMetas:
     """txid -> meta of one partition, write-through to TransactionalState (loaded once)."""
 
-    def __init__(self, state: Any, stream: str, partition: Any) -> None:
+    def __init__(self, state: Any, stream: str, partition: Any, writer: MetaWriter | None = None) -> None:
         self.state = state
         self.base = tx.spout_partition_path(stream, partition)
         self.stream = stream
         self.partition = partition
+        self.writer = writer or MetaWriter(state, stream)
         self.metas: dict[int, Any] = {}
         for child in state.children(self.base):
             if child.isdigit():
@@ -115,10 +205,39 @@ class RotatingMetas:
         self.state.set(tx.spout_meta_path(self.stream, self.partition, txid), {"meta": meta})
         self.metas[txid] = meta
 
+    def put_behind(self, txid: int, meta: Any, last: bool = False) -> Future | None:
+        """Like :meth:`put`, the write started on the writer; wait with :meth:`settle` before the
+        batch's coordination tuples leave. Until then the meta is known here (this task's later
+        emits see it) but may not be stored. ``last``: nothing is emitted before the wait, so
+        the write is done here and now (a failure raises, the meta then not kept)."""
+        path = tx.spout_meta_path(self.stream, self.partition, txid)
+        future = self.writer.store(lambda: self.state.set(path, {"meta": meta}), now=last)
+        self.metas[txid] = meta
+        return future
+
+    def settle(self, txid: int, future: Future | None) -> None:
+        """Wait for :meth:`put_behind`'s write; if it failed the meta is forgotten (as a failed
+        :meth:`put` leaves it) and the error raised."""
+        if future is None:
+            return
+        try:
+            future.result()
+        except BaseException:
+            self.metas.pop(txid, None)
+            raise
+
     def cleanup_before(self, txid: int) -> None:
-        for old in [t for t in self.metas if t < txid]:
-            self.state.delete(tx.spout_meta_path(self.stream, self.partition, old))
-            del self.metas[old]
+        old = [t for t in self.metas if t < txid]
+        for t in old:
+            del self.metas[t]
+        paths = [tx.spout_meta_path(self.stream, self.partition, t) for t in old]
+        if paths:
+            delete = self.state.delete
+
+            def prune() -> None:
+                for path in paths:
+                    delete(path)
+            self.writer.prune(prune)
 
 
 class SpoutSource:
@@ -130,15 +249,17 @@ class SpoutSource:
         self.partitions: list[Any] = []
         self.metas: dict[int, RotatingMetas] = {}
         self.state: Any = None
+        self.writer: MetaWriter | None = None
 
     def prepare(self, conf: Mapping[str, Any], context: Any, state: Any, task_index: int, num_tasks: int) -> None:
         self.state = state
+        self.writer = MetaWriter(state, f"{self.stream}-{task_index}")
         self.spout.initialize(conf, context)
         if hasattr(self.spout, "partitions") and not isinstance(self.spout, BatchSpout):
             every = list(self.spout.partitions())
             self.partitions = [p for i, p in enumerate(every) if i % num_tasks == task_index]
             for i, p in enumerate(self.partitions):
-                self.metas[i] = RotatingMetas(state, self.stream, p)
+                self.metas[i] = RotatingMetas(state, self.stream, p, self.writer)
 
     def emit(self, txid: int, attempt: int, collector: Any) -> None:
         raise NotImplementedError
@@ -152,7 +273,11 @@ class SpoutSource:
         self.spout.ack(txid)
 
     def close(self) -> None:
-        self.spout.close()
+        try:
+            self.spout.close()
+        finally:
+            if self.writer is not None:
+                self.writer.close()
 
 
 class BatchSource(SpoutSource):
@@ -162,21 +287,40 @@ class BatchSource(SpoutSource):
 
 class PartitionedSource(SpoutSource):
     def emit(self, txid: int, attempt: int, collector: Any) -> None:
-        for i, partition in enumerate(self.partitions):
-            metas = self.metas[i]
-            found, meta = metas.get(txid)
-            if found:
-                if meta is not None:
-                    self.spout.emit_batch(txid, collector, partition, meta)
-            elif metas.has_after(txid):
-                # Storm's RotatingTransactionalState rule: a later txid already took the data
-                # after last_before(txid) (this txid failed before its meta was stored, e.g. a
-                # Function fused after the spout raised); emitting it again here would count
-                # that data twice. This txid stays empty, forever.
-                metas.put(txid, None)
-            else:
-                meta = self.spout.emit_new_batch(txid, collector, partition, metas.last_before(txid))
-                metas.put(txid, meta)  # before the coordination tuples leave this task
+        stores: list[tuple[RotatingMetas, Future | None]] = []
+        last_index = len(self.partitions) - 1
+        try:
+            for i, partition in enumerate(self.partitions):
+                metas = self.metas[i]
+                found, meta = metas.get(txid)
+                if found:
+                    if meta is not None:
+                        self.spout.emit_batch(txid, collector, partition, meta)
+                elif metas.has_after(txid):
+                    # Storm's RotatingTransactionalState rule: a later txid already took the data
+                    # after last_before(txid) (this txid failed before its meta was stored, e.g. a
+                    # Function fused after the spout raised); emitting it again here would count
+                    # that data twice. This txid stays empty, forever.
+                    stores.append((metas, metas.put_behind(txid, None, last=i == last_index)))
+                else:
+                    meta = self.spout.emit_new_batch(txid, collector, partition, metas.last_before(txid))
+                    stores.append((metas, metas.put_behind(txid, meta, last=i == last_index)))
+        except BaseException:
+            # A later partition raised: what earlier ones emitted is stored all the same, as before.
+            _settle_all(txid, stores, quiet=True)
+            raise
+        _settle_all(txid, stores)   # every meta stored before the coordination tuples leave this task
+
+
+def _settle_all(txid: int, stores: list[tuple[RotatingMetas, Future | None]], quiet: bool = False) -> None:
+    failed: BaseException | None = None
+    for metas, future in stores:
+        try:
+            metas.settle(txid, future)
+        except BaseException as exc:
+            failed = failed or exc
+    if failed is not None and not quiet:
+        raise failed
 
 
 class OpaqueSource(SpoutSource):
