@@ -148,43 +148,60 @@ class SpoutExecutor(Executor[SpoutTask]):
 
     # ------------------------------------------------------------ acker answers
     def _on_messages(self, task: SpoutTask, messages: list[Any]) -> None:
-        """Acker answers: one loop per batch with lookups hoisted (a batch holds ~1000)."""
-        pop = task.pending_live.pop  # the newest generation: a call layer less than the map's
-        pop_any = task.pending.pop   # a miss: the older generations (or an unknown root)
-        stats = self.stats
-        acked = stats.acked
-        complete = stats.complete_ms
-        add_latency = stats.add_latency
-        monotonic = time.monotonic
+        """Acker answers: ``__ack_ack`` lists every root of the acker's batch that completed."""
         for message in messages:
             stream = message[0]
-            if stream == ACK_ACK:  # values: every root of this acker's batch that completed
-                now = monotonic()
-                for root in message[2]:
-                    entry = pop(root, None)
-                    if entry is None:
-                        entry = pop_any(root, None)
-                        if entry is None:
-                            continue
-                    tup_id, started, out_stream = entry
-                    acked[out_stream] += 1
-                    add_latency(complete, out_stream, (now - started) * 1000.0)
-                    self._acks += 1
-                    self._latency_sum += now - started
-                    component = task.component
-                    if component is None:
-                        continue
-                    try:
-                        component.ack(tup_id)
-                    except Exception as exc:
-                        self._crash(task, exc, "ack")
+            if stream == ACK_ACK:
+                self._on_completed(task, message[2])
             elif stream == ACK_FAIL:
-                entry = pop_any(message[2][0], None)
+                entry = task.pending.pop(message[2][0], None)
                 if entry is not None:
                     self._failed(task, entry)
             else:
                 log.warning("spout %s task %d: message on stream %r from task %r dropped",
                             self.component_id, task.task_id, stream, message[1])
+
+    def _on_completed(self, task: SpoutTask, roots: list[int]) -> None:
+        """The spout's ``ack`` for each completed tree it still has; the acked count and the
+        complete latency are added once per run of one output stream (a batch holds ~1000
+        roots, nearly always of one stream), not per tree."""
+        pop = task.pending_live.pop  # the newest generation: a call layer less than the map's
+        pop_any = task.pending.pop   # a miss: the older generations (or an unknown root)
+        component = task.component
+        ack = component.ack if component is not None else None
+        now = time.monotonic()
+        run_stream: Any = None
+        run = 0
+        run_secs = 0.0
+        for root in roots:
+            entry = pop(root, None)
+            if entry is None:
+                entry = pop_any(root, None)
+                if entry is None:
+                    continue
+            tup_id, started, out_stream = entry
+            if out_stream != run_stream:
+                self._count_acked(run_stream, run, run_secs)
+                run_stream, run, run_secs = out_stream, 0, 0.0
+            run += 1
+            run_secs += now - started
+            if ack is None:
+                continue
+            try:
+                ack(tup_id)
+            except Exception as exc:
+                self._crash(task, exc, "ack")
+                component = task.component   # None now: the re-created instance gets no old acks
+                ack = component.ack if component is not None else None
+        self._count_acked(run_stream, run, run_secs)
+
+    def _count_acked(self, stream: Any, n: int, secs: float) -> None:
+        if n:
+            stats = self.stats
+            stats.acked[stream] += n
+            stats.add_latency(stats.complete_ms, stream, secs * 1000.0, n)
+            self._acks += n
+            self._latency_sum += secs
 
     def _acked(self, task: SpoutTask, entry: list[Any]) -> None:
         tup_id, started, stream = entry

@@ -65,13 +65,14 @@ class ExecutorStats:
         return {stream: c[1] for stream, c in list(self.stream_counts.items())}
 
     @staticmethod
-    def add_latency(table: dict[Any, list[float]], key: Any, ms: float) -> None:
+    def add_latency(table: dict[Any, list[float]], key: Any, ms: float, count: int = 1) -> None:
+        """One latency, or ``count`` of them summing to ``ms`` (a run of acks added at once)."""
         entry = table.get(key)
         if entry is None:
-            table[key] = [ms, 1]
+            table[key] = [ms, count]
         else:
             entry[0] += ms
-            entry[1] += 1
+            entry[1] += count
 
     def snapshot_if_due(self, now: float | None = None) -> None:
         now = self._clock() if now is None else now
