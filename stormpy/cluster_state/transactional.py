@@ -71,6 +71,13 @@ def _encode(path: str, value: Any) -> bytes:
         raise TypeError(f"transactional state value at {path!r} is not JSON-able: {exc}") from None
 
 
+def snapshot(path: str, value: Any) -> Any:
+    """``value`` as the state will store and read it back (JSON), taken now: for a write done
+    later on another thread, while the caller may change the object it passed (a spout that
+    reuses its meta dict for the next partition)."""
+    return json.loads(_encode(path, value))
+
+
 def _split(path: str) -> tuple[str, ...]:
     return tuple(part for part in path.split("/") if part)
 

@@ -247,9 +247,9 @@ class ExecutorLoop:
                     if spent > slowest_secs:
                         slowest, slowest_secs = executor, spent
                     wait = min(wait, took)
+                self._end_round()   # first: an executor moved to its own thread sends after these
                 if slowest is not None and slowest_secs > DETACH_SECS:
                     self._check_blocked(slowest, mark)
-                self._end_round()
                 if self.pace_switches and started - self._window >= PACE_SECS:
                     self._pace(started)
                 if wait > 0.0:
@@ -441,4 +441,6 @@ class ExecutorLoop:
                 self._run(generation)
             except Exception as exc:  # noqa: BLE001 - never silent
                 log.error("executor loop failed: %s", "".join(traceback.format_exception(exc)))
+                if self.guard is not None:
+                    raise   # a worker's guard ends the worker, as the first loop thread's would
         return main

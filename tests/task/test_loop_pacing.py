@@ -67,6 +67,23 @@ def test_a_loop_thread_ended_by_system_exit_is_reported_by_the_guard() -> None:
         ("executor-loop", SystemExit, False)]
 
 
+def test_a_replacement_loop_thread_that_fails_is_reported_by_the_guard() -> None:
+    """The thread the watchdog starts after a stuck step (``_continue``) must not end with a log
+    line only: the executors left on it would never be stepped again while the worker lives."""
+    loop = ExecutorLoop([])
+    guard = _Guard()
+    loop.guard = guard
+
+    def broken_run(generation: int) -> None:
+        raise RuntimeError("framework bug in the loop")
+
+    loop._run = broken_run   # type: ignore[method-assign]
+    thread = loop._new_thread(loop._continue(1), "executor-loop")
+    thread.start()
+    thread.join(5)
+    assert [(name, type(exc)) for name, exc, _restart in guard.failed] == [("executor-loop", RuntimeError)]
+
+
 def test_a_worker_loop_moves_an_executor_after_its_second_blocked_step() -> None:
     class _Executor:
         name = "sleepy[3-3]"

@@ -139,3 +139,41 @@ def test_a_failed_meta_store_fails_the_emit_and_the_replay_stores_it():
         assert _stored(store) == {0: [1, 2], 1: [1, 2]}
     finally:
         source.close()
+
+
+class SharedMeta(PartitionedSpout):
+    """Returns one dict for every partition, changed for the next one (a meta the writer thread
+    must not read late)."""
+
+    outputs = ["n"]
+
+    def __init__(self) -> None:
+        self.meta: dict = {}
+
+    def partitions(self):
+        return [0, 1]
+
+    def emit_new_batch(self, txid, collector, partition, last_meta):
+        self.meta["partition"] = partition
+        collector.emit([partition])
+        return self.meta
+
+    def emit_batch(self, txid, collector, partition, meta):
+        collector.emit([partition])
+
+
+class SlowStore(RemoteStore):
+    def set(self, path, value):
+        time.sleep(0.05)   # a ZooKeeper round trip, exaggerated: the next partition emits meanwhile
+        super().set(path, value)
+
+
+def test_each_partition_stores_its_meta_as_it_was_returned():
+    store = SlowStore()
+    source = make_source(SharedMeta(), "partitioned", "numbers")
+    source.prepare({}, None, store, 0, 1)
+    try:
+        source.emit(1, 0, Collector())
+        assert [store.get(f"spouts/numbers/{p}/1")["meta"]["partition"] for p in (0, 1)] == [0, 1]
+    finally:
+        source.close()

@@ -17,7 +17,11 @@ log = logging.getLogger(__name__)
 
 
 class TridentTuple:
-    """The values an operation sees, by position (``tup[0]``) or field name (``tup["word"]``)."""
+    """The values an operation sees, by position (``tup[0]``) or field name (``tup["word"]``).
+
+    Read-only, as Storm's TridentTuple: ``values`` may be the very list the previous step
+    emitted (no copy per tuple), so writing into it would change what later steps see.
+    """
 
     __slots__ = ("values", "_index")
 

@@ -37,6 +37,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from stormpy.cluster_state import MemoryTransactionalState
+from stormpy.cluster_state.transactional import snapshot
 from stormpy.trident.state import txstate as tx
 
 log = logging.getLogger(__name__)
@@ -211,6 +212,7 @@ class RotatingMetas:
         emits see it) but may not be stored. ``last``: nothing is emitted before the wait, so
         the write is done here and now (a failure raises, the meta then not kept)."""
         path = tx.spout_meta_path(self.stream, self.partition, txid)
+        meta = snapshot(path, meta)   # the writer thread must not see the spout's later changes
         future = self.writer.store(lambda: self.state.set(path, {"meta": meta}), now=last)
         self.metas[txid] = meta
         return future
