@@ -140,11 +140,15 @@ class MetaWriter:
         self._stores: _SerialThread | None = None
         self._prunes: _SerialThread | None = None
 
+    def defers(self, now: bool) -> bool:
+        """Whether :meth:`store` with this ``now`` runs the write later, on its thread."""
+        return not (self.inline or now)
+
     def store(self, write: Callable[[], None], now: bool = False) -> Future | None:
         """Start ``write``; the future to wait for (None: already done inline). ``now``: the
         caller would wait for it right away, so it runs on the caller's thread (not queued
         behind an earlier store, which then proceeds while the caller waits on I/O)."""
-        if self.inline or now:
+        if not self.defers(now):
             write()
             return None
         if self._stores is None:
@@ -212,7 +216,8 @@ class RotatingMetas:
         emits see it) but may not be stored. ``last``: nothing is emitted before the wait, so
         the write is done here and now (a failure raises, the meta then not kept)."""
         path = tx.spout_meta_path(self.stream, self.partition, txid)
-        meta = snapshot(path, meta)   # the writer thread must not see the spout's later changes
+        if self.writer.defers(last):
+            meta = snapshot(path, meta)   # the writer thread must not see the spout's later changes
         future = self.writer.store(lambda: self.state.set(path, {"meta": meta}), now=last)
         self.metas[txid] = meta
         return future
