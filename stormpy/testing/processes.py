@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -51,8 +52,43 @@ def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: 
         time.sleep(interval)
 
 
+#: Ports handed out by :func:`free_port` in this process (never twice).
+_HANDED_OUT: set[int] = set()
+_PORT_RNG = random.Random()
+_LOWEST_PORT = 10000
+
+
+def _ephemeral_low() -> int:
+    """The first port of the OS's ephemeral range (Linux ``ip_local_port_range``; 32768 elsewhere)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the OS picks it; races are unlikely, not impossible)."""
+    """A TCP port that was free a moment ago, below the OS's ephemeral range.
+
+    Why not the port the OS gives a bind to port 0: that comes from the ephemeral range, which
+    every outgoing connection (a ZooKeeper client's) and every other listener bound to port 0
+    (a JVM's RMI port) also draws from, so between this call and the daemon's bind another
+    process could take it ("address already in use"). Below the range only another caller of
+    this function can, and the choice is random over ~20,000 ports (never the same twice in one
+    process)."""
+    high = _ephemeral_low()
+    if high - _LOWEST_PORT >= 1000:
+        for _ in range(100):
+            port = _PORT_RNG.randrange(_LOWEST_PORT, high)
+            if port in _HANDED_OUT:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
