@@ -25,6 +25,10 @@ with ``topology.executor.threads: per-executor``; the log says so once. Time the
 spent waiting while other threads of the process ran is not "blocked": in a cluster worker
 the transfer threads hold the GIL for part of every round, and the loop thread waits for it.
 
+Acks: the bolt executors of the loop settle their tuples into one dict (``tree.SharedAcks``),
+which the loop flushes before the acker's step and at the end of every round; an executor
+leaving the loop (stopped, moved to its own thread) settles into a dict of its own again.
+
 Hand-offs to the other threads: ``after_round`` (set by the owner) runs at the end of every
 round and before the loop waits: a worker's runtime hands the batches the round produced for
 other workers to the send thread there, in one queue operation (``RoundSends``).
@@ -40,7 +44,9 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from stormpy.streams import ACKER_COMPONENT
 from stormpy.task.executor import Executor
+from stormpy.task.tree import SharedAcks
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +114,13 @@ def blocked_secs(mark: SchedTimes, now: SchedTimes) -> float:
     if own > 0.0:
         others *= min(1.0 + queued / own, _MAX_QUEUED_FACTOR)
     return wall - own - queued - others
+
+
+def _shares_acks(executor: Executor[Any]) -> bool:
+    """A bolt executor (not the acker) whose tuples are tracked: it may settle into ``SharedAcks``."""
+    trees = getattr(executor, "trees", None)
+    return (getattr(executor, "kind", None) == "bolt" and executor.component_id != ACKER_COMPONENT
+            and trees is not None and bool(trees.num_ackers))
 
 
 def upstream_first(executors: Iterable[Executor[Any]]) -> list[Executor[Any]]:
@@ -185,6 +198,11 @@ class ExecutorLoop:
         self._watchdog_thread: threading.Thread | None = None
         for executor in self.executors:
             executor.waker = self
+        #: The bolt executors' combined acks, and the executor before whose step the loop
+        #: flushes them (the acker's, where it comes after them); see ``_share_acks``.
+        self._acks: SharedAcks | None = None
+        self._acks_before: Executor[Any] | None = None
+        self._share_acks()
 
     def wake(self) -> None:
         """A batch or control call arrived while the loop waits (any thread)."""
@@ -238,7 +256,10 @@ class ExecutorLoop:
                     self._mark = mark = sched_times(fd)
                 slowest: Executor[Any] | None = None
                 slowest_secs = 0.0
+                acks, acks_before = self._acks, self._acks_before
                 for executor in executors:
+                    if executor is acks_before:
+                        acks.flush()   # type: ignore[union-attr]  # set together
                     started = time.monotonic()
                     took = self._turn(executor, generation, started)
                     if took is None:
@@ -247,6 +268,8 @@ class ExecutorLoop:
                     if spent > slowest_secs:
                         slowest, slowest_secs = executor, spent
                     wait = min(wait, took)
+                if acks is not None:
+                    acks.flush()
                 self._end_round()   # first: an executor moved to its own thread sends after these
                 if slowest is not None and slowest_secs > DETACH_SECS:
                     self._check_blocked(slowest, mark)
@@ -261,6 +284,8 @@ class ExecutorLoop:
                         self._wait_idle(wait)
                     self._mark = None   # time spent waiting here is not a step's: a new mark
         finally:
+            if generation == self._generation and self._acks is not None:
+                self._acks.flush()
             self._end_round()
             if self.ident == threading.get_ident():
                 self.ident = 0      # a later thread may be given the same id
@@ -324,6 +349,40 @@ class ExecutorLoop:
                 return
         self._detach(executor, f"it spent {blocked * 1000:.0f} ms of a step sleeping or blocked")
 
+    def _share_acks(self, stuck: Executor[Any] | None = None) -> None:
+        """The bolt executors of the loop (``self.executors``) settle into one dict; one that
+        left settles into its own again.
+
+        Called where the loop's executors change: on the loop thread between steps (the shared
+        acks are flushed first, so the one leaving takes none of the others' along), or by the
+        watchdog while ``stuck``'s step runs on the old thread: that one may be writing to the
+        dict, so it keeps it (and flushes it itself, when its step returns: what the others had
+        settled into it in that round goes then, or times out and is replayed if it never
+        returns), and the others get a new one.
+        """
+        old = self._acks
+        if old is not None and stuck is None:
+            old.flush()
+        sharers = [e for e in self.executors if _shares_acks(e)]
+        if old is not None:
+            for trees in old.members:
+                if not any(e.trees is trees for e in sharers):
+                    trees.unshare(keep=stuck is not None and trees is getattr(stuck, "trees", None))
+        if len(sharers) < 2 or any(e.trees.acker_tasks != sharers[0].trees.acker_tasks for e in sharers):
+            for e in sharers:
+                e.trees.unshare()
+            self._acks, self._acks_before = None, None
+            return
+        acks = old if old is not None and stuck is None else SharedAcks(
+            sharers[0].trees.acker_tasks, sharers[0].trees.src_task, sharers[0].runtime.transfer.send)
+        for e in sharers:
+            if e.trees.shared is not acks:
+                e.trees.share(acks)
+        acks.members = [e.trees for e in sharers]
+        last = self.executors.index(sharers[-1])
+        self._acks_before = next((e for e in self.executors[last + 1:] if e.component_id == ACKER_COMPONENT), None)
+        self._acks = acks
+
     def _pace(self, now: float) -> None:
         """The switch interval by load, once a ``PACE_SECS`` window is over (a cluster worker: the
         loop plus the transport's send and receive threads). A loop that hardly ever waits holds
@@ -355,6 +414,7 @@ class ExecutorLoop:
         """A stopped executor (or one that died starting) shuts down on this thread."""
         with self._lock:
             self.executors = [e for e in self.executors if e is not executor]
+        self._share_acks()
         executor.waker = None
         try:
             executor._shutdown()
@@ -386,6 +446,7 @@ class ExecutorLoop:
             if executor not in self.executors:
                 return
             self.executors = [e for e in self.executors if e is not executor]
+        self._share_acks()
         self._hand_over(executor, why)
         executor.waker = None
         thread = self._new_thread(self._own_thread(executor), f"executor-{executor.name}")
@@ -415,6 +476,7 @@ class ExecutorLoop:
                 self._generation += 1
                 generation = self._generation
                 self.executors = [e for e in self.executors if e is not executor]
+                self._share_acks(stuck=executor)
                 self._hand_over(executor, f"a step has not returned for {STUCK_SECS:g} s")
                 executor.waker = None
                 self._running = None
