@@ -355,10 +355,11 @@ class ExecutorLoop:
 
         Called where the loop's executors change: on the loop thread between steps (the shared
         acks are flushed first, so the one leaving takes none of the others' along), or by the
-        watchdog while ``stuck``'s step runs on the old thread: that one may be writing to the
+        watchdog while ``stuck``'s step runs on the old thread: a sharer may be writing to the
         dict, so it keeps it (and flushes it itself, when its step returns: what the others had
         settled into it in that round goes then, or times out and is replayed if it never
-        returns), and the others get a new one.
+        returns), and the others get a new one; a stuck executor that does not share (a spout)
+        leaves the dict to the others, whose new loop thread flushes it.
         """
         old = self._acks
         if old is not None and stuck is None:
@@ -373,7 +374,9 @@ class ExecutorLoop:
                 e.trees.unshare()
             self._acks, self._acks_before = None, None
             return
-        acks = old if old is not None and stuck is None else SharedAcks(
+        stuck_shares = old is not None and stuck is not None and any(
+            trees is getattr(stuck, "trees", None) for trees in old.members)
+        acks = old if old is not None and not stuck_shares else SharedAcks(
             sharers[0].trees.acker_tasks, sharers[0].trees.src_task, sharers[0].runtime.transfer.send)
         for e in sharers:
             if e.trees.shared is not acks:

@@ -4,6 +4,7 @@ leaves the loop settles alone again without losing what was settled (issue 24, p
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -155,3 +156,66 @@ def test_a_shared_flush_sends_one_ack_message_per_acker_and_drops_settled_zeros(
     assert acks.pending == {}
     acks.flush()
     assert len(sent) == 2
+
+
+class StuckOnceCountBolt(CountBolt):
+    """Blocks in one ``process`` call for longer than the watchdog's ``STUCK_SECS``."""
+
+    def process(self, tup: Any) -> None:
+        if not STATE.get("stuck") and tup.values[0] == "w0":
+            STATE["stuck"] = True
+            time.sleep(1.6)
+        super().process(tup)
+
+
+class StuckWordCount(Topology):
+    sentences = SentenceSpout.spec()
+    split = SplitBolt.spec(inputs={sentences: Grouping.SHUFFLE}, par=2)
+    count = StuckOnceCountBolt.spec(inputs={split: Grouping.fields("word")}, par=2)
+
+
+def test_every_tree_completes_when_the_watchdog_takes_a_stuck_sharer(local_topology: Any, waiter: Any) -> None:
+    """The stuck bolt keeps the shared dict (with what the others settled into it that round)
+    and flushes it when its step returns; the others share a new one on the new loop thread."""
+    reset()
+    local = local_topology(StuckWordCount, **{"topology.acker.executors": 1, "topology.max.spout.pending": 50,
+                                              "topology.message.timeout.secs": 120})
+    loop = local.runtime.loop
+    waiter(lambda: any(name.startswith("count") for name in loop.detached), 30, "the watchdog to move the bolt")
+    waiter(lambda: STATE["acked"] == SENTENCES, 60, f"{SENTENCES} acks")
+    assert STATE["failed"] == 0 and STATE["words"] == 4 * SENTENCES
+    moved = next(ex for ex in local.runtime.executors.values() if ex.name in loop.detached)
+    assert moved.trees.shared is None
+    rest = _bolts(local)
+    assert len(rest) == 3 and all(ex.trees.shared is loop._acks for ex in rest)
+
+
+def test_sharing_ends_when_one_bolt_is_left() -> None:
+    local = LocalTopology(WordCount, "one-left", user_overrides={"topology.acker.executors": 1})
+    loop = local.runtime.loop
+    bolts = _bolts(local)
+    shared = loop._acks
+    sent: list[tuple[int, list[Any]]] = []
+    shared.send = lambda dest, messages: sent.append((dest, messages))
+    shared.pending[42] = 7
+    loop.executors = [ex for ex in loop.executors if ex not in bolts[1:]]
+    loop._share_acks()
+    assert [dest for dest, _ in sent] == [bolts[0].trees.acker_tasks[0]]   # flushed first
+    assert loop._acks is None and loop._acks_before is None
+    assert all(ex.trees.shared is None for ex in bolts)
+    assert len({id(ex.trees.pending) for ex in bolts}) == len(bolts)
+
+
+def test_a_stuck_executor_that_does_not_share_leaves_the_dict_to_the_others() -> None:
+    """A spout stuck in ``next_tuple`` never writes to the bolts' dict: they keep it (the new
+    loop thread flushes it), and the acker point is found again."""
+    local = LocalTopology(WordCount, "stuck-spout", user_overrides={"topology.acker.executors": 1})
+    loop = local.runtime.loop
+    old = loop._acks
+    old.pending[9] = 3
+    spout = next(ex for ex in loop.executors if ex.kind == "spout")
+    loop.executors = [ex for ex in loop.executors if ex is not spout]
+    loop._share_acks(stuck=spout)
+    assert loop._acks is old and old.pending == {9: 3}
+    assert all(ex.trees.shared is old for ex in _bolts(local))
+    assert loop._acks_before is not None and loop._acks_before.component_id == ACKER_COMPONENT
