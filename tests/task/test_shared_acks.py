@@ -70,6 +70,17 @@ def _bolts(local: LocalTopology) -> list[Any]:
     return [ex for ex in local.runtime.loop.executors if ex.kind == "bolt" and ex.component_id != ACKER_COMPONENT]
 
 
+def _capturing_flushes(name: str) -> tuple[Any, list[Any], SharedAcks, list[tuple[int, list[Any]]]]:
+    """A word count's loop (not started), its bolts, their shared acks, and the list that the
+    shared acks' flushes go to instead of the transfer."""
+    local = LocalTopology(WordCount, name, user_overrides={"topology.acker.executors": 1})
+    loop = local.runtime.loop
+    shared = loop._acks
+    sent: list[tuple[int, list[Any]]] = []
+    shared.send = lambda dest, messages: sent.append((dest, messages))
+    return loop, _bolts(local), shared, sent
+
+
 def test_the_bolts_of_a_loop_settle_into_one_dict_flushed_before_the_ackers_step() -> None:
     local = LocalTopology(WordCount, "shared", user_overrides={"topology.acker.executors": 1})
     loop = local.runtime.loop
@@ -113,12 +124,7 @@ def test_a_tree_acked_by_three_executors_reaches_the_acker_as_one_pair(
 def test_an_executor_leaving_the_loop_takes_none_of_the_others_acks() -> None:
     """Moved to its own thread between steps: the shared acks are flushed first, and the one
     that left settles into a dict of its own."""
-    local = LocalTopology(WordCount, "leave", user_overrides={"topology.acker.executors": 1})
-    loop = local.runtime.loop
-    bolts = _bolts(local)
-    shared = loop._acks
-    sent: list[tuple[int, list[Any]]] = []
-    shared.send = lambda dest, messages: sent.append((dest, messages))
+    loop, bolts, shared, sent = _capturing_flushes("leave")
     shared.pending[12345] = 99
     leaving = bolts[2]
     loop.executors = [ex for ex in loop.executors if ex is not leaving]
@@ -191,12 +197,7 @@ def test_every_tree_completes_when_the_watchdog_takes_a_stuck_sharer(local_topol
 
 
 def test_sharing_ends_when_one_bolt_is_left() -> None:
-    local = LocalTopology(WordCount, "one-left", user_overrides={"topology.acker.executors": 1})
-    loop = local.runtime.loop
-    bolts = _bolts(local)
-    shared = loop._acks
-    sent: list[tuple[int, list[Any]]] = []
-    shared.send = lambda dest, messages: sent.append((dest, messages))
+    loop, bolts, shared, sent = _capturing_flushes("one-left")
     shared.pending[42] = 7
     loop.executors = [ex for ex in loop.executors if ex not in bolts[1:]]
     loop._share_acks()
