@@ -5,7 +5,6 @@ draw the same ones, and a runtime with every acker (``stormpy local``) draws the
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from stormpy import Bolt, Grouping, Spout, Topology
 from stormpy.api.compile import compile_topology
@@ -14,6 +13,7 @@ from stormpy.task.runtime import WorkerRuntime
 from stormpy.task.spout_executor import SpoutExecutor, SpoutTask
 from stormpy.task.tree import TupleTrees
 from stormpy.topology.plan import build_plan
+from tests.task.test_tuple_tree import Recorder
 
 
 class Sentences(Spout):
@@ -27,14 +27,6 @@ class Split(Bolt):
 class Two(Topology):
     spout = Sentences.spec(par=2)
     split = Split.spec(inputs={spout: Grouping.SHUFFLE}, par=2)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[tuple[int, Any]] = []
-
-    def send(self, dest: int, messages: list[Any]) -> None:
-        self.sent.extend((dest, m) for m in messages)
 
 
 def _spout_inits(general: bool, seed: int, acker_here: int | None, ackers: int = 3) -> tuple[list[int], list[int], list[int]]:
