@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from stormpy.client.nimbus_client import connect, open_client
+from stormpy.nimbus.files import CONF_FILE
 from stormpy.testing import wait_for_leader, wait_until
 from stormpy.testing.netns import HostNetwork, leftovers, namespace_pids, skip_reason
 from stormpy.testing.zookeeper import four_letter_word
@@ -118,12 +119,12 @@ def test_three_nimbus_hosts_sigkill_leader_during_wordcount(tmp_path: Path) -> N
     def body(cluster: HostCluster) -> None:
         out = tmp_path / "out"
         out.mkdir()
-        cluster.submit_wordcount("ha-wc", out, 10_000_000, **{"test.spout.per.call": 1})
+        topology_id = cluster.submit_wordcount("ha-wc", out, 10_000_000, **{"test.spout.per.call": 1})
         wait_until(lambda: len(acked_ids(out)) >= 200, 120, "the first 200 acks")
         old = cluster.leader
         standbys = [p for hp, p in cluster.nimbuses.items() if f"{hp}:{NIMBUS_PORT}" != old]
-        wait_until(lambda: all(any((Path(p.conf["storm.local.dir"]) / "nimbus" / "stormdist").iterdir())
-                               for p in standbys), 30, "both standbys to replicate the code")
+        wait_until(lambda: all(holds_code(p, topology_id) for p in standbys), 30,
+                   "both standbys to hold the complete code")
         cluster.nimbuses[old.rpartition(":")[0]].kill(signal.SIGKILL)
         acks_at_kill = len(acked_ids(out))
         killed_at = time.monotonic()
@@ -141,6 +142,14 @@ def test_three_nimbus_hosts_sigkill_leader_during_wordcount(tmp_path: Path) -> N
         wait_until(lambda: len(acked_ids(out)) > acks_at_kill + 200, 60, "the running word count to keep acking")
 
     run_on_hosts(tmp_path, 3, [0, 1, 2], body)
+
+
+def holds_code(nimbus: Any, topology_id: str) -> bool:
+    """The Nimbus holds the complete code of ``topology_id`` (``NimbusFiles.has_code``): a copy is
+    renamed into ``stormdist/<id>`` once complete; during it only a ``.tmp-*`` directory exists,
+    which an "any entry in stormdist" check took for the code (the leader's host was then cut off
+    in the middle of the standby's copy)."""
+    return (Path(nimbus.conf["storm.local.dir"]) / "nimbus" / "stormdist" / topology_id / CONF_FILE).is_file()
 
 
 def _try_list(cluster: HostCluster) -> str | None:
@@ -245,10 +254,9 @@ def test_nimbus_leader_host_link_cut(tmp_path: Path) -> None:
         standby = cluster.nimbuses[cluster.nimbus_hosts[1].address]
         out = tmp_path / "out"
         out.mkdir()
-        cluster.submit_wordcount("leader-cut-wc", out, 10_000_000, **{"test.spout.per.call": 1})
+        topology_id = cluster.submit_wordcount("leader-cut-wc", out, 10_000_000, **{"test.spout.per.call": 1})
         wait_until(lambda: len(acked_ids(out)) >= 200, 120, "the first 200 acks")
-        wait_until(lambda: any((Path(standby.conf["storm.local.dir"]) / "nimbus" / "stormdist").iterdir()), 30,
-                   "the standby to replicate the code")
+        wait_until(lambda: holds_code(standby, topology_id), 30, "the standby to hold the complete code")
         leader_host.set_link(False)
         try:
             acks_at_cut = len(acked_ids(out))
