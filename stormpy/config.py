@@ -80,7 +80,10 @@ def _key(name: str, default: Any, type_: type | tuple[type, ...] | None, doc: st
 STORM_ZOOKEEPER_SERVERS = _key("storm.zookeeper.servers", ["localhost"], list, "ZooKeeper hosts.")
 STORM_ZOOKEEPER_PORT = _key("storm.zookeeper.port", 2181, int, "ZooKeeper client port.")
 STORM_ZOOKEEPER_ROOT = _key("storm.zookeeper.root", "/storm", str, "Chroot under which all cluster state lives.")
-STORM_ZOOKEEPER_SESSION_TIMEOUT = _key("storm.zookeeper.session.timeout", 20000, int, "ZooKeeper session timeout, ms.")
+STORM_ZOOKEEPER_SESSION_TIMEOUT = _key("storm.zookeeper.session.timeout", 20000, int,
+                                       "ZooKeeper session timeout, ms. Also how long a Nimbus waits for another "
+                                       "Nimbus that stops answering during a code copy (60 s at most), so a "
+                                       "standby whose leader's host vanished mid-copy can take over.")
 STORM_ZOOKEEPER_CONNECTION_TIMEOUT = _key("storm.zookeeper.connection.timeout", 15000, int, "ZooKeeper connect timeout, ms.")
 STORM_ZOOKEEPER_RETRY_TIMES = _key("storm.zookeeper.retry.times", 5, int, "Retries of a failed ZooKeeper operation.")
 STORM_ZOOKEEPER_RETRY_INTERVAL = _key("storm.zookeeper.retry.interval", 1000, int, "First retry delay, ms.")

@@ -22,7 +22,7 @@ from stormpy.errors import UserError
 from stormpy.logs import add_file_log, daemon_log_path
 from stormpy.nimbus.core import Nimbus
 from stormpy.nimbus.files import NimbusFiles
-from stormpy.nimbus.ha import CodeRecovery, CodeReplicator, LeaderElector, LeaderMemo
+from stormpy.nimbus.ha import CodeRecovery, CodeReplicator, LeaderElector, LeaderMemo, peer_timeout_secs
 from stormpy.nimbus.monitor import EventTimer, NimbusMonitor
 from stormpy.nimbus.server import NimbusHandler, ThriftServer, nimbus_summary
 from stormpy.signals import StopOnSignals
@@ -67,7 +67,8 @@ class NimbusDaemon:
         from stormpy.client.nimbus_client import client_tls
         from stormpy.nimbus.authz import Policy
 
-        replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf), client_tls(self.conf))
+        replicator = CodeReplicator(self.state, files, self.host_port, read_secret(self.conf), client_tls(self.conf),
+                                    peer_timeout_secs=peer_timeout_secs(self.conf))
         recovery = CodeRecovery(self.state, files, self.host_port)
         recovery.on_recovered = self.nimbus.code_recovered
         self.nimbus.recovery = recovery

@@ -21,6 +21,15 @@ Threads: ``LeaderElector`` runs one thread ("nimbus-ha"). While standby it syncs
 blocks in the lock recipe for up to one sync period (being next in line makes failover
 immediate once the leader's session ends); while leader it only watches for the loss of the
 lock (session expiry), after which it is a standby again.
+
+A peer that stops answering (its host cut off the network in the middle of a code copy) holds
+that thread for at most ``peer_timeout_secs``: ``storm.zookeeper.session.timeout``, capped at
+``DOWNLOAD_TIMEOUT_SECS``. A leader silent that long has lost its ZooKeeper session too, or is
+about to, so waiting longer only delays the failover; a live leader answers a chunk in
+milliseconds. After such a failure the standby waits for the code until that leader's session
+could have ended (at least ``peer_timeout_secs``, not a shorter sync period), and stops waiting
+as soon as the leader changes: then it syncs from the new leader, or leads itself when no other
+Nimbus is registered (the code then comes back from the supervisors).
 """
 from __future__ import annotations
 
@@ -28,6 +37,8 @@ import json
 import logging
 import os
 import shutil
+import socket
+import ssl
 import threading
 import time
 import uuid
@@ -35,8 +46,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from thriftpy2.transport import TTransportException
+
 from stormpy.client.nimbus_client import open_client, upload_file
 from stormpy.cluster_state import ClusterState
+from stormpy.config import STORM_ZOOKEEPER_SESSION_TIMEOUT, read
 from stormpy.nimbus.files import CODE_FILE, CONF_FILE, TOPOLOGY_FILE, NimbusFiles, check_code_archive
 
 log = logging.getLogger(__name__)
@@ -44,6 +58,17 @@ log = logging.getLogger(__name__)
 CODE_FILES = (CODE_FILE, TOPOLOGY_FILE, CONF_FILE)
 DOWNLOAD_TIMEOUT_SECS = 60.0
 OFFER_INTERVAL_SECS = 30.0
+#: A peer that went silent or away: the connection is useless, and every further call on it, or
+#: a new one to the same peer at once, would wait as long (a local disk error is not one of them).
+PEER_GONE_ERRORS = (TTransportException, socket.timeout, ConnectionError, ssl.SSLError)
+
+
+def peer_timeout_secs(conf: Any) -> float:
+    """How long a Nimbus waits on another Nimbus that does not answer (connect, each call of a
+    code copy): ``storm.zookeeper.session.timeout``, at most ``DOWNLOAD_TIMEOUT_SECS``. A leader
+    that cannot answer a standby for a session timeout is as dead as ZooKeeper will soon say it
+    is; the standby must be free to take over by then, not a minute later."""
+    return min(DOWNLOAD_TIMEOUT_SECS, max(1.0, read(conf, STORM_ZOOKEEPER_SESSION_TIMEOUT) / 1000.0))
 
 
 def split_host_port(host_port: str) -> tuple[str, int]:
@@ -55,12 +80,14 @@ class CodeReplicator:
     """Copies the code of active topologies from the leader into this Nimbus's stormdist."""
 
     def __init__(self, state: ClusterState, files: NimbusFiles, host_port: str, secret: bytes | None = None,
-                 tls: Any = None) -> None:
+                 tls: Any = None, peer_timeout_secs: float = DOWNLOAD_TIMEOUT_SECS) -> None:
         self.state = state
         self.files = files
         self.host_port = host_port
         self.secret = secret   # storm.thrift.auth.secret.file: the leader refuses downloads without it
         self.tls = tls         # nimbus.thrift.tls.enable: the client TLS context (stormpy.tls.client_context)
+        self.peer_timeout_secs = peer_timeout_secs   # see peer_timeout_secs(conf)
+        self.unanswered: str | None = None   # the leader whose last copy failed for want of an answer
         self._offered: dict[tuple[str, str], float] = {}
 
     def missing_code(self) -> list[str]:
@@ -83,16 +110,29 @@ class CodeReplicator:
             log.info("cannot sync code of %s yet: no other Nimbus leads", ", ".join(missing))
             return []
         host, port = split_host_port(leader)
-        fetched = []
+        fetched: list[str] = []
         try:
-            client = open_client(host, port, DOWNLOAD_TIMEOUT_SECS, self.secret, self.tls)
+            client = open_client(host, port, self.peer_timeout_secs, self.secret, self.tls)
         except Exception as exc:  # noqa: BLE001 - a leader that just died: supervisors may offer the code
             log.warning("cannot sync code of %s from leader %s: %s", ", ".join(missing), leader, exc)
+            self.unanswered = leader
             return []
+        self.unanswered = None
         try:
             for topology_id in missing:
+                if fetched and self.state.leader() != leader:
+                    log.info("leader changed from %s during the code sync; syncing the rest next round", leader)
+                    break
                 try:
                     self._fetch(client, topology_id)
+                except PEER_GONE_ERRORS as exc:
+                    # Connection broken or leader silent for peer_timeout_secs: every other
+                    # topology would wait as long on it. The next round (or the new leader) retries.
+                    log.warning("cannot sync code of %s from leader %s (no answer within %.0fs, or the "
+                                "connection broke: %s); trying again next round",
+                                ", ".join(missing[missing.index(topology_id):]), leader, self.peer_timeout_secs, exc)
+                    self.unanswered = leader
+                    break
                 except Exception as exc:  # noqa: BLE001 - the others may still come
                     log.warning("cannot sync code of %s from leader %s: %s", topology_id, leader, exc)
                     continue
@@ -119,7 +159,7 @@ class CodeReplicator:
                 self._offered[key] = now + OFFER_INTERVAL_SECS
                 try:
                     host, port = split_host_port(host_port)
-                    client = open_client(host, port, DOWNLOAD_TIMEOUT_SECS, self.secret, self.tls)
+                    client = open_client(host, port, self.peer_timeout_secs, self.secret, self.tls)
                     try:
                         for name in CODE_FILES:
                             upload_file(client, self.files.stormdist(topology_id) / name)
@@ -335,7 +375,12 @@ class LeaderElector:
         if missing and self._others_registered():
             log.info("not competing for leadership: code of %s is not here yet", ", ".join(missing))
             if acquire_timeout is None:
-                self._wait_for_code(self.sync_freq_secs)
+                wait = self.sync_freq_secs
+                if self.replicator.unanswered is not None:
+                    # Its host may be gone: give its session the time to end (the wait ends when
+                    # the leader changes) rather than block on it again after a short sync period.
+                    wait = max(wait, self.replicator.peer_timeout_secs)
+                self._wait_for_code(wait)
             return
         timeout = self.sync_freq_secs if acquire_timeout is None else acquire_timeout
         if not self.state.acquire_leadership(self.host_port, timeout=timeout):
@@ -350,10 +395,19 @@ class LeaderElector:
         self._become_leader()
 
     def _wait_for_code(self, secs: float) -> None:
-        """Up to ``secs``, but compete as soon as the missing code arrived (a supervisor's copy)."""
+        """Up to ``secs``, but go on as soon as the missing code arrived (a supervisor's copy) or
+        the leader changed: when its session ended the code can no longer come from it and this
+        Nimbus may be the one left to lead (``_others_registered``); a new leader is synced from
+        at once. Without this a standby whose copy failed just before the leader's session
+        expired would wait a whole ``nimbus.code.sync.freq.secs`` before taking over."""
+        leader = self.state.leader()
         deadline = time.monotonic() + secs
         while not self.stop_event.wait(min(1.0, max(0.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline or not self._refresh_recovery():
+                return
+            if self.state.leader() != leader:
+                log.info("the leader changed (was %s) while this Nimbus waited for code; a new round starts",
+                         leader or "none")
                 return
 
     def _refresh_recovery(self) -> list[str]:
