@@ -280,6 +280,57 @@ def test_nimbus_leader_host_link_cut(tmp_path: Path) -> None:
     run_on_hosts(tmp_path, 4, [3, 0], body)
 
 
+def shape_thrift_replies(host: Any, to_address: str, rate: str) -> None:
+    """Slow the Nimbus Thrift replies ``host`` sends to ``to_address`` down to ``rate`` (an htb
+    class matched on source port and destination), so a standby's code copy from it lasts
+    seconds; everything else it sends (ZooKeeper, supervisors, clients) is not slowed."""
+    for argv in (["qdisc", "add", "dev", host.veth_inside, "root", "handle", "1:", "htb", "default", "10"],
+                 ["class", "add", "dev", host.veth_inside, "parent", "1:", "classid", "1:10", "htb",
+                  "rate", "10gbit"],
+                 ["class", "add", "dev", host.veth_inside, "parent", "1:", "classid", "1:20", "htb",
+                  "rate", rate, "ceil", rate, "burst", "1600"],
+                 ["filter", "add", "dev", host.veth_inside, "parent", "1:", "protocol", "ip", "u32",
+                  "match", "ip", "dst", f"{to_address}/32", "match", "ip", "sport", str(NIMBUS_PORT), "0xffff",
+                  "flowid", "1:20"]):
+        result = host.run("tc", *argv)
+        if result.returncode != 0:
+            pytest.skip(f"cannot shape traffic with tc (htb, u32) here: {result.stderr.strip()}")
+
+
+@pytest.mark.slow
+def test_nimbus_leader_host_cut_mid_code_copy(tmp_path: Path) -> None:
+    """The leader's host is cut off while the standby is copying a new topology's code from it:
+    the copy must not hold the standby for the calls' 60 s. It gives up within the ZooKeeper
+    session timeout, and once the old leader's session has ended the standby, the only Nimbus
+    left, leads without that code within 30 s, keeping the topology (its code comes back from
+    the supervisors, DESIGN section 14)."""
+    def body(cluster: HostCluster) -> None:
+        leader_host, standby_host = cluster.nimbus_hosts
+        old = f"{leader_host.address}:{NIMBUS_PORT}"
+        assert cluster.leader == old
+        standby = cluster.nimbuses[standby_host.address]
+        shape_thrift_replies(leader_host, standby_host.address, "8kbit")
+        out = tmp_path / "out"
+        out.mkdir()
+        topology_id = cluster.submit_wordcount("cut-mid-copy", out, 10_000_000, **{"test.spout.per.call": 1})
+        stormdist = Path(standby.conf["storm.local.dir"]) / "nimbus" / "stormdist"
+        wait_until(lambda: any(p.name.startswith(f".tmp-{topology_id}-") for p in stormdist.iterdir()), 30,
+                   "the standby to start copying the code")
+        leader_host.set_link(False)
+        cut_at = time.monotonic()
+        try:
+            assert not holds_code(standby, topology_id), "the cut must come in the middle of the copy"
+            new = wait_for_leader(cluster.conf, 30, other_than=old)
+            print(f"the standby leads {time.monotonic() - cut_at:.1f}s after the cut in the middle of its copy")
+            assert new == f"{standby_host.address}:{NIMBUS_PORT}"
+            standby_first = {**cluster.conf, "nimbus.seeds": list(reversed(cluster.conf["nimbus.seeds"]))}
+            assert "cut-mid-copy" in cli(standby_first, cluster.base, "list").stdout, "the topology is kept"
+        finally:
+            leader_host.set_link(True)
+
+    run_on_hosts(tmp_path, 4, [3, 0], body)
+
+
 def _is_standby(cluster: HostCluster, address: str) -> bool:
     try:
         client = open_client(address, NIMBUS_PORT, 5)
