@@ -19,7 +19,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/stormpy
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
+COPY build_backend ./build_backend
 COPY idl ./idl
 COPY stormpy ./stormpy
 COPY examples ./examples

@@ -4,6 +4,7 @@ the Dockerfile (a JVM-free variant, an init process, a health check), the Kubern
 cluster), the systemd units (``systemd-analyze verify``), and the health check they all use."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -61,6 +62,30 @@ def test_dockerfile_has_an_init_process_and_a_health_check() -> None:
     for word, args in rows:
         if word == "COPY":
             assert (REPO / args.split()[0]).exists(), f"COPY source {args.split()[0]} is missing"
+
+
+def test_dockerfile_copies_what_pip_install_needs(tmp_path: Path) -> None:
+    """The image's ``pip install .`` sees only what the Dockerfile copies: the build backend
+    (``build_backend/``, named by pyproject.toml) and ``setup.py`` among them. Built here as a
+    wheel from exactly those files (no Docker on the test machines)."""
+    context = tmp_path / "image"
+    for word, args in dockerfile():
+        if word != "COPY":
+            continue
+        *sources, dest = args.split()
+        for source in sources:
+            target = context / dest / Path(source).name if dest.endswith("/") else context / dest
+            if (REPO / source).is_dir():
+                shutil.copytree(REPO / source, target, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(REPO / source, target)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "STORMPY_COMPILE")}
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                            "-w", str(tmp_path / "dist"), str(context)],
+                           capture_output=True, text=True, timeout=600, env=env)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert list((tmp_path / "dist").glob("stormpy_streams-*-py3-none-any.whl")), built.stdout
 
 
 # ---------------------------------------------------------------- health check
