@@ -23,6 +23,7 @@ samples per thread.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -39,9 +40,15 @@ import psutil
 import zmq
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+if importlib.util.find_spec("stormpy") is None:   # a checkout not installed; else the installed
+    sys.path.insert(0, str(REPO))                  # build runs (STORMPY_COMPILE=1: the compiled one)
 
+import stormpy  # noqa: E402
+from stormpy.task import tuple_path_build  # noqa: E402
 from stormpy.testing import DaemonProcess, ZooKeeperServer, free_port, wait_until  # noqa: E402
+
+#: Where the stormpy this benchmark imports lives: the CLI and daemons import the same one.
+STORMPY_ROOT = str(Path(stormpy.__file__).resolve().parents[1])
 
 TOPOLOGY = Path(__file__).resolve().parent / "bench_topology.py"
 MESSAGE = ("default", 7, ["zookeeper"], {1234567890123: 9876543210987})
@@ -118,7 +125,7 @@ class BenchCluster:
     def cli(self, *args: str) -> None:
         conf_file = self.base / "client.yaml"
         conf_file.write_text(json.dumps(self.conf))
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONPATH": STORMPY_ROOT}
         subprocess.run([sys.executable, "-m", "stormpy.cli", *args, "--config", str(conf_file)], check=True,
                        env=env, capture_output=True, text=True, timeout=120)
 
@@ -259,6 +266,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the cluster's directory (logs) and print it")
     args = parser.parse_args()
     conf = (f"topology.executor.threads={args.executor_threads}",)
+    print(f"tuple path: {tuple_path_build()} ({STORMPY_ROOT})", flush=True)
 
     psutil.cpu_percent(None)
     raw = 0.0 if args.skip_raw else raw_pipe(args.raw_tuples)

@@ -36,6 +36,7 @@ from typing import Any
 
 from stormpy import Bolt, Grouping, Spout, Topology
 from stormpy.local.runner import LocalTopology
+from stormpy.task import tuple_path_build
 
 log = logging.getLogger(__name__)
 
@@ -301,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     if args.sentences < 0:
         parser.error("--sentences must be 0 or more")
+    print(f"tuple path: {tuple_path_build()}", flush=True)
     if args.sentences:
         words, cpu = run_fixed(args.sentences, args.par)
         print(f"stormpy local (split/count par {args.par}, acking on): {args.sentences:,} sentences, "

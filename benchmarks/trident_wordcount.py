@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from local_wordcount import run_handoff, run_topology  # noqa: E402
 
 from stormpy.local.runner import LocalTopology  # noqa: E402
+from stormpy.task import tuple_path_build  # noqa: E402
 from stormpy.trident import MemoryMapState, SqliteMapState, TridentTopology  # noqa: E402
 from trident_bench_topology import build_word_count  # noqa: E402
 
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="py-spy profiles of the cluster's Trident workers into DIR (with --cluster)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    print(f"tuple path: {tuple_path_build()}", flush=True)
     if args.cluster_only:
         run_cluster(max(args.secs, 15.0), max(args.warmup, 5.0), args.per_batch, args.profile)
         return 0

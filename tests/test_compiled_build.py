@@ -1,4 +1,4 @@
-"""The tuple path compiled with mypyc (``STORMPY_COMPILE=1``), and the pure-Python fallback.
+"""The tuple path compiled with Cython (``STORMPY_COMPILE=1``), and the pure-Python fallback.
 
 ``setup.py`` compiles ``COMPILED`` only when asked and able; anything in the way leaves the
 pure-Python modules installed. Both outcomes are checked here on real builds of a copy of the
@@ -7,8 +7,8 @@ count run from the built tree alone:
 
 - the default build and a ``STORMPY_COMPILE=1`` build whose C compiler does not work are pure
   (no extension module built, the one-line reason printed) and count words;
-- a ``STORMPY_COMPILE=1`` build with mypyc and a compiler present imports every compiled
-  module from its extension and counts the same words (slow: mypyc takes minutes here).
+- a ``STORMPY_COMPILE=1`` build with Cython and a compiler present imports every compiled
+  module from its extension and counts the same words (slow: compiling takes a minute here).
 
 ``STORMPY_EXPECT_COMPILED=1`` (``.ci/run`` sets it for the wheel it installs with the compiled
 modules) runs the word count against whatever ``stormpy`` this interpreter imports and asserts
@@ -28,8 +28,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-MODULES = ["stormpy.task.tree", "stormpy.task.emit", "stormpy.task.grouping",
-           "stormpy.task.drivers", "stormpy.acker.ledger"]
+MODULES = ["stormpy.task.tree", "stormpy.task.emit", "stormpy.task.grouping", "stormpy.acker.ledger"]
 SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",
              "four score and seven years ago", "snow white and the seven dwarfs"]
 ROUNDS = 50
@@ -92,8 +91,9 @@ WORDCOUNT = textwrap.dedent('''\
         wait_until(lambda: len(STATE["acked"]) == ROUNDS * len(SENTENCES), 60, "every sentence acked")
     finally:
         local.stop(drain_secs=0)
+    from stormpy.task import tuple_path_build
     print(json.dumps({"files": {m: importlib.import_module(m).__file__ for m in MODULES},
-                      "counts": STATE["counts"], "acked": len(STATE["acked"])}))
+                      "counts": STATE["counts"], "acked": len(STATE["acked"]), "build": tuple_path_build()}))
     ''')
 
 
@@ -120,6 +120,9 @@ def run_wordcount(python_path: str | None, cwd: Path) -> dict[str, dict[str, str
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["acked"] == ROUNDS * len(SENTENCES)
     assert result["counts"] == expected_counts()
+    compiled = all(file.endswith(".so") for file in result["files"].values())
+    # what the benchmarks print beside their figures
+    assert result["build"] == ("compiled (Cython)" if compiled else "pure Python"), result
     return result["files"]
 
 
@@ -152,8 +155,8 @@ def test_default_build_is_pure_python(tmp_path: Path) -> None:
 
 
 def test_no_working_compiler_falls_back_to_pure_python(tmp_path: Path) -> None:
-    if importlib.util.find_spec("mypyc") is None:
-        pytest.skip("mypyc is not installed (pip install mypy): the compiler probe is not reached")
+    if importlib.util.find_spec("Cython") is None:
+        pytest.skip("Cython is not installed (pip install Cython): the compiler probe is not reached")
     lib, stderr = build(tmp_path, STORMPY_COMPILE="1", CC=str(tmp_path / "no-such-cc"))
     reasons = [line for line in stderr.splitlines() if line.startswith("stormpy:")]
     assert len(reasons) == 1 and "no working C compiler" in reasons[0], stderr[-2000:]
@@ -169,8 +172,8 @@ def compiler_available() -> bool:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_compiled_build_imports_the_extensions_and_counts_words(tmp_path: Path) -> None:
-    if importlib.util.find_spec("mypyc") is None:
-        pytest.skip("mypyc is not installed (pip install mypy)")
+    if importlib.util.find_spec("Cython") is None:
+        pytest.skip("Cython is not installed (pip install Cython)")
     if not compiler_available():
         pytest.skip("no C compiler on this machine")
     lib, stderr = build(tmp_path, STORMPY_COMPILE="1")
@@ -183,9 +186,9 @@ def test_compiled_build_imports_the_extensions_and_counts_words(tmp_path: Path) 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_failed_compile_installs_the_pure_modules(tmp_path: Path) -> None:
-    """A compiler that builds the probe but not mypyc's C (say, one too old for it)."""
-    if importlib.util.find_spec("mypyc") is None:
-        pytest.skip("mypyc is not installed (pip install mypy)")
+    """A compiler that builds the probe but not Cython's C (say, one too old for it)."""
+    if importlib.util.find_spec("Cython") is None:
+        pytest.skip("Cython is not installed (pip install Cython)")
     real_cc = shutil.which(os.environ.get("CC", "cc"))
     if real_cc is None:
         pytest.skip("no C compiler on this machine")

@@ -14,3 +14,10 @@
 The components it runs are written against the user API (``stormpy.api``), which this
 package imports and which never imports it.
 """
+
+
+def tuple_path_build() -> str:
+    """Which build of the tuple path this process runs, for figures that depend on it: the
+    benchmarks print it beside theirs (``STORMPY_COMPILE=1`` installs the compiled one)."""
+    from stormpy.task import tree
+    return "pure Python" if tree.__file__.endswith(".py") else "compiled (Cython)"

@@ -23,19 +23,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from stormpy.api.component import DRIVERS
 from stormpy.api.tuple import ReceivedTuple, Tuple
 from stormpy.task.tree import Anchors
-
-_T = TypeVar("_T")
-
-try:   # mypyc (STORMPY_COMPILE=1 builds): the drivers may be subclassed by interpreted classes
-    from mypy_extensions import mypyc_attr
-except ImportError:   # pure Python: the decorator does nothing
-    def mypyc_attr(*attrs: str, **kwattrs: object) -> Callable[[_T], _T]:
-        return lambda cls: cls
 
 if TYPE_CHECKING:
     from stormpy.api.contract import BoltOutputCollector
@@ -68,7 +60,6 @@ def _share(shared: dict[str, Any], cls: type, values: Sequence[Any]) -> Any:
     return named
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class Driver:
     """Base: what a bolt executor calls for one task. Subclasses define ``on_messages``."""
 
@@ -92,7 +83,6 @@ class Driver:
         """Hand over held-back work now (drain at shutdown, before ``close``)."""
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class TupleDriver(Driver):
     """One Tuple and one ``process`` call per message; acks settled once per batch.
 
@@ -209,7 +199,6 @@ class TupleDriver(Driver):
             state[:] = (cur_key, run_start, skipped, not_acked, index)
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class BatchingDriver(TupleDriver):
     """For ``BatchingBolt``: tuples wait in the bolt's batches and are acked after ``process_batch``."""
 
@@ -224,7 +213,6 @@ class BatchingDriver(TupleDriver):
         self.component.flush_batches()
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class RawBatchDriver(Driver):
     """Whole batches of raw messages to ``on_batch(messages)``, for framework bolts.
 
@@ -251,7 +239,6 @@ class RawBatchDriver(Driver):
         self._before_close = before_close
 
     def on_messages(self, messages: list[Any]) -> None:
-        # a method, not an instance attribute: compiled classes (mypyc) have read-only methods
         self._on_batch(messages)
 
     def pending(self) -> list[Any]:

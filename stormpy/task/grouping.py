@@ -67,12 +67,13 @@ def fields_selector(tasks: Sequence[int], indexes: list[int]) -> Selector:
     if len(indexes) == 1:
         (index,) = indexes
         cache: dict[Any, list[int]] = {}
+        cache_get = cache.get   # bound once (compiled, ``cache.get(key)`` is a by-name method call)
 
         def select_one(values: Sequence[Any]) -> list[int]:
             key = values[index]
             kind = type(key)
             if kind is str or kind is int:
-                hit = cache.get(key)
+                hit = cache_get(key)
                 if hit is None:
                     if len(cache) >= _CACHE_LIMIT:
                         cache.clear()

@@ -144,17 +144,19 @@ class TupleTrees:
     def extend_raw(self, roots: Iterable[int], edge: int) -> None:
         """A new edge anchored to a raw message: it joins the combined acks of its roots now."""
         pending = self.pending
+        get = pending.get
         for root in roots:
-            pending[root] = pending.get(root, 0) ^ edge
+            pending[root] = get(root, 0) ^ edge
 
     # ------------------------------------------------------------ settle and fail
     def settle(self, anchors: Anchors | None, ack_val: int = 0) -> None:
         """Ack one tuple (or raw message, ``ack_val`` 0): its edges XOR the edges emitted from it."""
         if anchors is not None and self.num_ackers:
             pending = self.pending
+            get = pending.get
             for i in range(0, len(anchors), 2):
                 root = anchors[i]
-                pending[root] = pending.get(root, 0) ^ anchors[i + 1] ^ ack_val
+                pending[root] = get(root, 0) ^ anchors[i + 1] ^ ack_val
 
     def settle_tuples(self, tups: Iterable[Tuple]) -> None:
         """``settle`` for a batch of Tuples (batching bolts' ``ack_many``)."""
@@ -179,6 +181,7 @@ class TupleTrees:
         if not self.num_ackers:
             return
         pending = self.pending
+        get = pending.get
         run_root: int | None = None
         run_val = 0
         for anchors in anchors_list:
@@ -190,10 +193,10 @@ class TupleTrees:
                 run_val ^= edge
             else:
                 if run_root is not None:
-                    pending[run_root] = pending.get(run_root, 0) ^ run_val
+                    pending[run_root] = get(run_root, 0) ^ run_val
                 run_root, run_val = root, edge
         if run_root is not None:
-            pending[run_root] = pending.get(run_root, 0) ^ run_val
+            pending[run_root] = get(run_root, 0) ^ run_val
         if any(vals):   # every root is in ``pending`` now
             for anchors, val in zip(anchors_list, vals):
                 if not val:
@@ -426,6 +429,15 @@ def bolt_place(task: BoltTask) -> Place:
 
 
 # ---------------------------------------------------------------- the fast paths
+#
+# Compiled (Cython, ``STORMPY_COMPILE=1``), a method called on a value of unknown type, like
+# ``cache.get(key)``, is looked up by name per call: about 550 machine instructions where the
+# interpreter's specialized call costs a fifth of that. Methods called per tuple are bound once.
+
+
+def _key_get(route: FastRoute) -> Callable[[Any], list[int] | None] | None:
+    """The fields-grouping cache's ``get``, bound once (see above), or None without a cache."""
+    return route.key_cache.get if route.key_cache is not None else None
 
 def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: EmitFn) -> EmitFn:
     """A spout's ``emit`` for the default stream with plain values: one target inlines
@@ -433,7 +445,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
     ``place`` (other target counts) or ``general`` (any other argument)."""
     select, nfields, counter, check_value = route.select, route.num_fields, route.counter, route.check_value
     one_field, tick = nfields == 1, route.tick
-    key_cache, key_index = route.key_cache, route.key_index
+    key_index, key_get = route.key_index, _key_get(route)
     fast_types = _FAST_TYPES
     tid = task.task_id
     outbox = task.trees.outbox
@@ -455,9 +467,9 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
             for value in values:
                 if type(value) not in fast_types:
                     check_value(value)
-        if key_cache is not None:
+        if key_get is not None:
             key = values[key_index]
-            targets = key_cache.get(key) if type(key) is str else None
+            targets = key_get(key) if type(key) is str else None
             if targets is None:
                 targets = select(values)
         else:
@@ -495,7 +507,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
     anchoring) or ``general`` (any other argument)."""
     select, nfields, counter, check_value = route.select, route.num_fields, route.counter, route.check_value
     one_field, tick = nfields == 1, route.tick
-    key_cache, key_index = route.key_cache, route.key_index
+    key_index, key_get = route.key_index, _key_get(route)
     fast_types = _FAST_TYPES
     tid = task.task_id
     outbox = task.trees.outbox
@@ -514,9 +526,9 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
             for value in values:
                 if type(value) not in fast_types:
                     check_value(value)
-        if key_cache is not None:
+        if key_get is not None:
             key = values[key_index]
-            targets = key_cache.get(key) if type(key) is str else None
+            targets = key_get(key) if type(key) is str else None
             if targets is None:
                 targets = select(values)
         else:

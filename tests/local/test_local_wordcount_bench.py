@@ -20,6 +20,7 @@ def test_a_fixed_number_of_sentences_is_counted_and_acked() -> None:
                           "--sentences", "300"], capture_output=True, text=True, timeout=120, cwd=REPO,
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert run.returncode == 0, run.stderr[-2000:]
+    assert re.search(r"^tuple path: (pure Python|compiled \(Cython\))$", run.stdout, re.M), run.stdout
     assert re.search(rf"par 2, acking on\): 300 sentences, {words:,} words counted in [\d.]+ CPU-seconds",
                      run.stdout), run.stdout
 
