@@ -365,7 +365,8 @@ class LeaderElector:
             log.warning("Nimbus %s lost leadership; it is a standby now", self.host_port)
             self.leading = False
             self.on_standby()
-        self._refresh_recovery()
+        # The leader first: code it has (every fresh submit's) is copied quietly. What is still
+        # missing after that is asked of the supervisors, and said loudly (CODE MISSING).
         self.replicator.sync_once()
         try:
             self.replicator.offer_to_peers()

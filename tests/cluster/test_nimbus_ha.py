@@ -74,6 +74,8 @@ def test_standby_reads_refuses_writes_and_replicates_code(cluster, out_dir):
         assert f"not the leader; the leader is {leader}" in refused.value.message
         wait_until(lambda: stormdist_has(cluster, 1, topology_id), 30,
                    "the standby to replicate the topology's code (nimbus.code.sync.freq.secs)")
+        # A fresh submit's code comes from the leader quietly: no alarm, no request to supervisors.
+        assert f"CODE MISSING: topology {topology_id}" not in cluster.nimbuses[1].output()
         # Only now: while a standby misses a topology's code it takes uploads from the
         # supervisors (code recovery), which a standby that just saw the submit may still do.
         with pytest.raises(storm.IllegalStateException) as upload_refused:
