@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from stormpy import Bolt, Topology
+from stormpy import Bolt, Spout, Topology
 from stormpy.kafka import KafkaSpout, KafkaSpoutConfig, RetryPolicy
 from stormpy.local.runner import LocalTopology
 from stormpy.testing import wait_until
@@ -220,3 +220,100 @@ def test_cooperative_rebalancing_when_asked(kafka_cluster: Any, kafka_names: Any
         wait_until(lambda: len(done_offsets()) == 80, 60, "80 records with cooperative-sticky assignment")
     finally:
         local.stop(drain_secs=5)
+
+
+class ImpatientKafkaSpout(KafkaSpout):
+    """Gives the group's committed offsets no time at all: every assignment's committed() times
+    out for real in librdkafka (as it does when the coordinator is slow or gone)."""
+
+    committed_timeout_secs = 1e-6
+
+
+def test_a_committed_offsets_timeout_while_assigning_resumes_the_group_offsets(
+        kafka_cluster: Any, kafka_names: Any, caplog: pytest.LogCaptureFixture) -> None:
+    reset()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"a-{i}".encode() for i in range(40)])
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              offset_commit_period_ms=100, retry=RetryPolicy(initial_delay_ms=20), kafka_conf=FAST_GROUP)
+    local = run(config, "kafka-committed", par=1)
+    try:
+        wait_until(lambda: len(done_offsets()) == 40, 60, "the first 40 records")
+    finally:
+        local.stop(drain_secs=5)
+    reset()
+    produce(kafka_cluster.bootstrap_servers, topic, [f"b-{i}".encode() for i in range(20)])
+
+    class Impatient(Topology):
+        spout = ImpatientKafkaSpout(config).spec(par=1)
+        sink = FlakyRecorder.spec(inputs=[spout], par=2)
+
+    caplog.set_level("WARNING", logger="stormpy.kafka.spout")
+    local = LocalTopology(Impatient, "kafka-committed", user_overrides={"topology.message.timeout.secs": 30}).start()
+    try:
+        wait_until(lambda: len(done_offsets()) == 20, 60, "the 20 new records, read from the group's offsets")
+    finally:
+        local.stop(drain_secs=5)
+    with LOCK:
+        assert sorted(VALUES.values()) == sorted(f"b-{i}" for i in range(20)), "resumed at what was committed"
+    timeouts = [r.getMessage() for r in caplog.records if "reading the committed offsets" in r.getMessage()]
+    assert timeouts and "Timed out" in timeouts[0], [r.getMessage() for r in caplog.records]
+    assert not local.reporter.counts, dict(local.reporter.errors)
+
+
+INITIALIZED: list[int] = []
+
+
+class UnguardedRebalanceSpout(Spout):
+    """Calls committed() in its on_assign with no time and no except: confluent-kafka (on Python
+    < 3.12) raises the timeout out of consume() as a bare KafkaError, which is no exception."""
+
+    outputs = ["value"]
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        from confluent_kafka import Consumer
+
+        INITIALIZED.append(1)
+        self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 3,
+                                  **FAST_GROUP})
+        self.consumer.subscribe([self.topic], on_assign=self.on_assign)
+
+    @staticmethod
+    def on_assign(consumer: Any, partitions: list[Any]) -> None:
+        for _ in range(100):   # one of these times out (usually the first): no except here
+            consumer.committed(partitions, timeout=1e-6)
+
+    def next_tuple(self) -> None:
+        for record in self.consumer.consume(10, timeout=0.1):
+            if record.error() is None:
+                self.emit([record.value().decode()])
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except:  # noqa: E722 - the same bare KafkaError may come out of close's rebalance
+            pass
+
+
+def test_a_raised_non_exception_is_reported_and_the_spout_restarts(kafka_cluster: Any, kafka_names: Any) -> None:
+    reset()
+    INITIALIZED.clear()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [b"x"])
+
+    class Unguarded(Topology):
+        spout = UnguardedRebalanceSpout(kafka_cluster.bootstrap_servers, topic, group).spec(par=1)
+        sink = FlakyRecorder.spec(inputs=[spout])
+
+    local = LocalTopology(Unguarded, "kafka-unguarded").start()
+    try:
+        def reported() -> bool:
+            return any("KafkaError raised, which is no exception" in e[2]
+                       for errors in local.reporter.errors.values() for e in errors)
+        wait_until(reported, 60, "the bare KafkaError reported as the spout's error")
+        wait_until(lambda: len(INITIALIZED) >= 2, 60, "the spout re-created after it")
+    finally:
+        local.stop(drain_secs=1)
