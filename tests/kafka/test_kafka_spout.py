@@ -328,3 +328,31 @@ def test_a_raised_non_exception_is_reported_and_the_spout_restarts(kafka_cluster
         wait_until(lambda: len(INITIALIZED) >= 2, 60, "the spout re-created after it")
     finally:
         local.stop(drain_secs=1)
+
+
+def test_an_assignment_served_while_closing_never_waits_for_committed_offsets(tmp_path: Any) -> None:
+    """librdkafka may serve one last assignment inside ``consumer.close()`` (a rebalance under way
+    when the task stops); reading committed offsets there timed out after 30 s when the group's
+    coordinator did not answer, so the stopping executor thread outlived its topology's stop."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import TopicPartition
+
+    from stormpy.testing.kafka import MockKafkaCluster
+
+    cluster = MockKafkaCluster(brokers=1, log_path=tmp_path / "mock-kafka.log").start()
+    try:
+        produce(cluster.bootstrap_servers, "closing", [b"x"] * 8)
+        spout = KafkaSpout(KafkaSpoutConfig(bootstrap_servers=cluster.bootstrap_servers, topics=["closing"],
+                                            group_id="closing-group", kafka_conf=FAST_GROUP))
+        spout.initialize({}, SimpleNamespace(topology_id="closing-1", task_id=1))
+        wait_until(lambda: spout._poll() or spout.parts, 30, "the partitions assigned")
+    finally:
+        cluster.stop()   # the coordinator is gone: committed() could only time out now
+    spout.closing = True
+    started = time.monotonic()
+    spout._on_assign(spout.consumer, [TopicPartition("closing", 0)])
+    assert time.monotonic() - started < 2.0
+    assert spout.callback_error is None and spout.parts[("closing", 0)].committed is None
+    spout.parts.clear()   # nothing to commit to a cluster that is gone
+    spout.close()
