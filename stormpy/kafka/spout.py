@@ -13,7 +13,14 @@ acks arriving later for their records are ignored (the tuple id carries the assi
 generation), and their records are re-read by their new owner from the committed offset.
 
 Everything runs on the spout's executor thread: librdkafka's rebalance callbacks are served
-inside ``poll``, which ``next_tuple`` calls.
+inside ``poll``, which ``next_tuple`` calls, and inside ``close``. They never raise into
+librdkafka: confluent-kafka on Python < 3.12 hands an exception raised in a callback by a C
+call (``committed()`` timing out) back out of ``consume``/``close`` as a bare ``KafkaError``,
+which is no exception class, so neither ``except Exception`` nor ``except BaseException``
+catches it. A callback's error is kept instead and raised by ``next_tuple`` (or logged by
+``close``) once librdkafka returned. When the group's committed offsets cannot be read in
+time, the partitions are assigned without an offset: librdkafka then fetches the committed
+offsets itself (or applies ``auto.offset.reset``), so the task goes on instead of stalling.
 """
 from __future__ import annotations
 
@@ -32,6 +39,8 @@ from stormpy.api.component import Spout
 log = logging.getLogger(__name__)
 
 TopicPart = tuple[str, int]
+#: librdkafka's "no offset": on assign it resumes at the group's committed offset (or auto.offset.reset)
+OFFSET_INVALID = -1001
 #: (topic, partition, offset, generation of the assignment that emitted it)
 MessageId = tuple[str, int, int, int]
 
@@ -113,6 +122,8 @@ class KafkaSpout(Spout):
         self.last_commit = time.monotonic()
         self.commit_period = cfg.offset_commit_period_ms / 1000.0
         self.poll_timeout = cfg.poll_timeout_ms / 1000.0
+        self.closing = False
+        self.callback_error: Exception | None = None   # raised by next_tuple after librdkafka returned
         self.cooperative = "cooperative" in str(cfg.kafka_conf.get("partition.assignment.strategy", ""))
         self.consumer = Consumer(cfg.consumer_conf(), logger=logging.getLogger("stormpy.kafka.librdkafka"))
         self.consumer.subscribe(cfg.subscription(), on_assign=self._on_assign, on_revoke=self._on_revoke,
@@ -124,26 +135,76 @@ class KafkaSpout(Spout):
         consumer = getattr(self, "consumer", None)
         if consumer is None:
             return
+        self.closing = True   # a rebalance served inside close() does not wait for committed offsets
         try:
             self.commit()
             consumer.close()   # leaves the group now: its partitions move without a session timeout
         except Exception as exc:   # closing must not hide the reason the task stops
             log.warning("KafkaSpout: closing the consumer failed: %s", exc)
         self.consumer = None
+        error, self.callback_error = getattr(self, "callback_error", None), None
+        if error is not None:
+            log.warning("KafkaSpout: a rebalance callback failed while closing: %s", error)
 
     def deactivate(self) -> None:
         self.commit()
 
-    # ------------------------------------------------------------ rebalance (inside poll)
+    # ------------------------------------------------------------ rebalance (inside poll and close)
+    #: How long an assignment waits for the group's committed offsets (a rebalance blocks the
+    #: spout's next_tuple meanwhile); past it librdkafka fetches them itself.
+    committed_timeout_secs = 5.0
+
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self._callback("assign", self._assign, consumer, partitions)
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self._callback("revoke", self._revoke, consumer, partitions)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        self._callback("lost", self._lost, consumer, partitions)
+
+    def _callback(self, what: str, handler: Any, consumer: Any, partitions: list[Any]) -> None:
+        """Run a rebalance handler without raising into librdkafka (see the module's doc): the
+        ``except`` here turns even a C call's half-made exception into a real one, kept for
+        ``next_tuple`` to raise (the task restarts, as after any error of its own)."""
+        try:
+            handler(consumer, partitions)
+        except Exception as exc:
+            log.error("KafkaSpout: the %s rebalance callback failed (raised by next_tuple): %s: %s",
+                      what, type(exc).__name__, exc)
+            if self.callback_error is None:
+                self.callback_error = exc
+
+    def _committed(self, consumer: Any, partitions: list[Any]) -> dict[TopicPart, Any] | None:
+        """The group's committed offsets of ``partitions``; None when they could not be read in time."""
+        from confluent_kafka import KafkaException
+
+        if not partitions:
+            return {}
+        if self.closing:
+            return None
+        try:
+            found = consumer.committed(partitions, timeout=self.committed_timeout_secs)
+        except KafkaException as exc:
+            log.warning("KafkaSpout: reading the committed offsets of %s failed (%s): librdkafka resumes "
+                        "them at the group's committed offsets itself (or auto.offset.reset)",
+                        sorted((tp.topic, tp.partition) for tp in partitions), exc.args[0] if exc.args else exc)
+            return None
+        return {(tp.topic, tp.partition): tp for tp in found}
+
+    def _assign(self, consumer: Any, partitions: list[Any]) -> None:
         from confluent_kafka import OFFSET_BEGINNING, OFFSET_END
 
         self.generation += 1
         strategy = self.spout_config.first_poll_offset_strategy
-        committed = {(tp.topic, tp.partition): tp for tp in consumer.committed(partitions, timeout=30)} if partitions else {}
+        committed = self._committed(consumer, partitions)
         for tp in partitions:
+            if committed is None:   # unknown: resume what the group committed, whoever did
+                tp.offset = OFFSET_INVALID
+                self.parts[(tp.topic, tp.partition)] = PartitionProgress(self.generation, None)
+                continue
             found = committed.get((tp.topic, tp.partition))
-            offset = found.offset if found is not None else -1001
+            offset = found.offset if found is not None else OFFSET_INVALID
             ours = found is not None and self.topology_id and self.topology_id in (found.metadata or "")
             if strategy is FirstPollOffsetStrategy.EARLIEST and not ours:
                 tp.offset = OFFSET_BEGINNING
@@ -158,13 +219,13 @@ class KafkaSpout(Spout):
             consumer.assign(partitions)
         log.info("KafkaSpout assigned %s", [(tp.topic, tp.partition, tp.offset) for tp in partitions])
 
-    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+    def _revoke(self, consumer: Any, partitions: list[Any]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self.commit(only=gone)
         self._forget(gone)
         log.info("KafkaSpout revoked %s", sorted(gone))
 
-    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+    def _lost(self, consumer: Any, partitions: list[Any]) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
         self._forget(gone)   # someone else owns them already: committing would be wrong
         log.warning("KafkaSpout lost %s", sorted(gone))
@@ -239,6 +300,9 @@ class KafkaSpout(Spout):
         busy = bool(self.in_flight) or self.paused
         records = self.consumer.consume(self.spout_config.max_poll_records,
                                         timeout=min(self.poll_timeout, 0.02) if busy else self.poll_timeout)
+        if self.callback_error is not None:
+            error, self.callback_error = self.callback_error, None
+            raise error
         if not records:
             return
         last: dict[TopicPart, int] = {}

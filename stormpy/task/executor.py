@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import logging
 import pickle
+import sys
 import threading
 import time
 import traceback
@@ -55,6 +56,20 @@ def load_component_class(class_name: str) -> type[Component]:
         raise TypeError(f"{class_name} is not a class")
     return cls
 
+
+
+def not_an_exception() -> Exception:
+    """The object being raised, from inside a bare ``except:``, when it is no exception at all.
+
+    A C extension can leave one: confluent-kafka on Python < 3.12 raises an exception that a
+    C call raised inside one of its callbacks again as that exception's bare value, a
+    ``KafkaError``, which is no ``BaseException`` subclass, so ``except Exception`` and
+    ``except BaseException`` both miss it and it would end the executor thread unreported.
+    Wrapped in a RuntimeError it is reported and handled like any other error.
+    """
+    value = sys.exc_info()[1]
+    return RuntimeError(f"{type(value).__module__}.{type(value).__qualname__} raised, which is no "
+                        f"exception (a C extension's bug): {value!r}")
 
 class ReceiveQueueMetrics(Mapping[str, float]):
     """The executor's receive queue as task metrics, read live by whoever reads the stats (the
@@ -321,8 +336,13 @@ class Executor(Generic[TaskT]):
         failures = 0
         while not self._stop.is_set():
             try:
-                self._loop()
-                return
+                try:
+                    self._loop()
+                    return
+                except BaseException:
+                    raise
+                except:  # noqa: E722 - only what is no exception gets here
+                    raise not_an_exception() from None
             except Exception as exc:
                 failures += 1
                 self.loop_restarts += 1

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stormpy.streams import ACKER_COMPONENT
-from stormpy.task.executor import Executor
+from stormpy.task.executor import Executor, not_an_exception
 from stormpy.task.tree import SharedAcks
 
 log = logging.getLogger(__name__)
@@ -316,6 +316,10 @@ class ExecutorLoop:
             wait = executor.step()
         except Exception as exc:
             wait = self._loop_error(executor, exc)
+        except BaseException:
+            raise
+        except:  # noqa: E722 - no exception at all (see not_an_exception)
+            wait = self._loop_error(executor, not_an_exception())
         with self._lock:
             moved = generation != self._generation
             if not moved:   # a handed-off step returning late must not clear the new loop's marker

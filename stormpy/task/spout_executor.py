@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from stormpy.rotating_map import RotatingMap
 from stormpy.streams import ACK_ACK, ACK_FAIL
 from stormpy.task.emit import make_emit
-from stormpy.task.executor import Executor, TaskBase
+from stormpy.task.executor import Executor, TaskBase, not_an_exception
 from stormpy.task.tree import fast_spout_emit, spout_place
 
 if TYPE_CHECKING:
@@ -293,6 +293,11 @@ class SpoutExecutor(Executor[SpoutTask]):
                     next_tuple()
                 except Exception as exc:
                     self._crash(task, exc, "next_tuple")
+                    break
+                except BaseException:
+                    raise
+                except:  # noqa: E722 - no exception at all (see not_an_exception)
+                    self._crash(task, not_an_exception(), "next_tuple")
                     break
                 if task.ack_now:
                     self._ack_now(task)

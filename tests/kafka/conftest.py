@@ -3,10 +3,16 @@
 ``kafka_cluster`` (module scope) is librdkafka's mock cluster (3 brokers) in a child process
 (``stormpy.testing.kafka``); tests reach it over TCP at ``kafka_cluster.bootstrap_servers``
 and use a fresh topic and group per test (``kafka_names``).
+
+Every test must leave no executor thread behind (``no_leftover_executor_threads``): a spout
+thread still blocked in librdkafka after its topology stopped would fail a later test of the
+same process (once its cluster is gone) and hides the test that leaked it.
 """
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,3 +40,18 @@ def kafka_names() -> tuple[str, str]:
     """A topic and a group id nobody else uses."""
     tag = f"{next(_counter)}-{uuid.uuid4().hex[:6]}"
     return f"topic-{tag}", f"group-{tag}"
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_executor_threads() -> Iterator[None]:
+    """Fails the test that leaves an ``executor-...`` thread running (a stopped topology joins them)."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        left = [t.name for t in threading.enumerate()
+                if t not in before and t.is_alive() and t.name.startswith("executor-")]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not left, f"executor threads still running after the test: {left}"

@@ -7,6 +7,7 @@ partition. The first-poll strategies and the config's checks are covered too.
 """
 from __future__ import annotations
 
+import logging
 import re
 import time
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from stormpy import Bolt, Topology
+from stormpy import Bolt, Spout, Topology
 from stormpy.kafka import KafkaSpout, KafkaSpoutConfig, RetryPolicy
 from stormpy.local.runner import LocalTopology
 from stormpy.testing import wait_until
@@ -220,3 +221,138 @@ def test_cooperative_rebalancing_when_asked(kafka_cluster: Any, kafka_names: Any
         wait_until(lambda: len(done_offsets()) == 80, 60, "80 records with cooperative-sticky assignment")
     finally:
         local.stop(drain_secs=5)
+
+
+class ImpatientKafkaSpout(KafkaSpout):
+    """Gives the group's committed offsets no time at all: every assignment's committed() times
+    out for real in librdkafka (as it does when the coordinator is slow or gone)."""
+
+    committed_timeout_secs = 1e-6
+
+
+def commit_group_offsets(bootstrap_servers: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit ``offsets`` for ``group`` as another deployment would have (without joining the group)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group, "log_level": 3})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_a_committed_offsets_timeout_while_assigning_resumes_the_group_offsets(
+        kafka_cluster: Any, kafka_names: Any, caplog: pytest.LogCaptureFixture) -> None:
+    reset()
+    topic, group = kafka_names
+    for partition in range(MOCK_PARTITIONS):
+        produce(kafka_cluster.bootstrap_servers, topic, [f"a-{partition}-{i}".encode() for i in range(10)],
+                partition=partition)
+    commit_group_offsets(kafka_cluster.bootstrap_servers, group, topic, {p: 6 for p in range(MOCK_PARTITIONS)})
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              offset_commit_period_ms=100, retry=RetryPolicy(initial_delay_ms=20), kafka_conf=FAST_GROUP)
+
+    class Impatient(Topology):
+        spout = ImpatientKafkaSpout(config).spec(par=1)
+        sink = FlakyRecorder.spec(inputs=[spout], par=2)
+
+    caplog.set_level("WARNING", logger="stormpy.kafka.spout")
+    local = LocalTopology(Impatient, "kafka-committed", user_overrides={"topology.message.timeout.secs": 30}).start()
+    try:
+        wait_until(lambda: len(done_offsets()) == 16, 60, "the 16 records after the group's offsets")
+        time.sleep(0.5)   # one re-read from the start would show up now
+    finally:
+        local.stop(drain_secs=5)
+    with LOCK:
+        assert sorted(VALUES.values()) == sorted(f"a-{p}-{i}" for p in range(MOCK_PARTITIONS) for i in range(6, 10))
+    timeouts = [r.getMessage() for r in caplog.records if "reading the committed offsets" in r.getMessage()]
+    spout_log = logging.getLogger("stormpy.kafka.spout")
+    assert timeouts and "Timed out" in timeouts[0], ([r.getMessage() for r in caplog.records], spout_log.disabled,
+                                                     spout_log.level, spout_log.propagate, spout_log.handlers)
+    assert not local.reporter.counts, dict(local.reporter.errors)
+
+
+INITIALIZED: list[int] = []
+
+
+class UnguardedRebalanceSpout(Spout):
+    """Calls committed() in its on_assign with no time and no except: confluent-kafka (on Python
+    < 3.12) raises the timeout out of consume() as a bare KafkaError, which is no exception."""
+
+    outputs = ["value"]
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        from confluent_kafka import Consumer
+
+        INITIALIZED.append(1)
+        self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 3,
+                                  **FAST_GROUP})
+        self.consumer.subscribe([self.topic], on_assign=self.on_assign)
+
+    @staticmethod
+    def on_assign(consumer: Any, partitions: list[Any]) -> None:
+        for _ in range(100):   # one of these times out (usually the first): no except here
+            consumer.committed(partitions, timeout=1e-6)
+
+    def next_tuple(self) -> None:
+        for record in self.consumer.consume(10, timeout=0.1):
+            if record.error() is None:
+                self.emit([record.value().decode()])
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except:  # noqa: E722 - the same bare KafkaError may come out of close's rebalance
+            pass
+
+
+def test_a_raised_non_exception_is_reported_and_the_spout_restarts(kafka_cluster: Any, kafka_names: Any) -> None:
+    reset()
+    INITIALIZED.clear()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [b"x"])
+
+    class Unguarded(Topology):
+        spout = UnguardedRebalanceSpout(kafka_cluster.bootstrap_servers, topic, group).spec(par=1)
+        sink = FlakyRecorder.spec(inputs=[spout])
+
+    local = LocalTopology(Unguarded, "kafka-unguarded").start()
+    try:
+        def reported() -> bool:
+            return any("KafkaError raised, which is no exception" in e[2]
+                       for errors in local.reporter.errors.values() for e in errors)
+        wait_until(reported, 60, "the bare KafkaError reported as the spout's error")
+        wait_until(lambda: len(INITIALIZED) >= 2, 60, "the spout re-created after it")
+    finally:
+        local.stop(drain_secs=1)
+
+
+def test_an_assignment_served_while_closing_never_waits_for_committed_offsets(tmp_path: Any) -> None:
+    """librdkafka may serve one last assignment inside ``consumer.close()`` (a rebalance under way
+    when the task stops); reading committed offsets there timed out after 30 s when the group's
+    coordinator did not answer, so the stopping executor thread outlived its topology's stop."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import TopicPartition
+
+    from stormpy.testing.kafka import MockKafkaCluster
+
+    cluster = MockKafkaCluster(brokers=1, log_path=tmp_path / "mock-kafka.log").start()
+    try:
+        produce(cluster.bootstrap_servers, "closing", [b"x"] * 8)
+        spout = KafkaSpout(KafkaSpoutConfig(bootstrap_servers=cluster.bootstrap_servers, topics=["closing"],
+                                            group_id="closing-group", kafka_conf=FAST_GROUP))
+        spout.initialize({}, SimpleNamespace(topology_id="closing-1", task_id=1))
+        wait_until(lambda: spout._poll() or spout.parts, 30, "the partitions assigned")
+    finally:
+        cluster.stop()   # the coordinator is gone: committed() could only time out now
+    spout.closing = True
+    started = time.monotonic()
+    spout._on_assign(spout.consumer, [TopicPartition("closing", 0)])
+    assert time.monotonic() - started < 2.0
+    assert spout.callback_error is None and spout.parts[("closing", 0)].committed is None
+    spout.parts.clear()   # nothing to commit to a cluster that is gone
+    spout.close()
