@@ -57,7 +57,6 @@ def load_component_class(class_name: str) -> type[Component]:
     return cls
 
 
-
 def not_an_exception() -> Exception:
     """The object being raised, from inside a bare ``except:``, when it is no exception at all.
 
@@ -70,6 +69,7 @@ def not_an_exception() -> Exception:
     value = sys.exc_info()[1]
     return RuntimeError(f"{type(value).__module__}.{type(value).__qualname__} raised, which is no "
                         f"exception (a C extension's bug): {value!r}")
+
 
 class ReceiveQueueMetrics(Mapping[str, float]):
     """The executor's receive queue as task metrics, read live by whoever reads the stats (the
