@@ -439,6 +439,7 @@ def _key_get(route: FastRoute) -> Callable[[Any], list[int] | None] | None:
     """The fields-grouping cache's ``get``, bound once (see above), or None without a cache."""
     return route.key_cache.get if route.key_cache is not None else None
 
+
 def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: EmitFn) -> EmitFn:
     """A spout's ``emit`` for the default stream with plain values: one target inlines
     ``spout_place`` (a new tree: root, edge, ``__ack_init``, pending entry); the rest goes to
