@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from stormpy.testing import WaitTimeout, wait_until
 from stormpy.testing.kafka import MockKafkaCluster
 
 _counter = itertools.count()
@@ -47,11 +47,12 @@ def no_leftover_executor_threads() -> Iterator[None]:
     """Fails the test that leaves an ``executor-...`` thread running (a stopped topology joins them)."""
     before = set(threading.enumerate())
     yield
-    deadline = time.monotonic() + 5.0
-    while True:
-        left = [t.name for t in threading.enumerate()
+
+    def left() -> list[str]:
+        return [t.name for t in threading.enumerate()
                 if t not in before and t.is_alive() and t.name.startswith("executor-")]
-        if not left or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert not left, f"executor threads still running after the test: {left}"
+
+    try:
+        wait_until(lambda: not left(), 5.0, "the test's executor threads to end")
+    except WaitTimeout:
+        pytest.fail(f"executor threads still running after the test: {left()}")
