@@ -144,6 +144,7 @@ class TupleDriver(Driver):
         counted per run of one stats key from indexes (no int made per tuple)."""
         task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
         tracked, now, sample = bool(self.trees.num_ackers), time.monotonic(), ex.sample_countdown
+        hand, auto_anchor = task.hand, task.auto_anchor   # hand: see BoltTask.hand
         acked_anchors, acked_vals = acked.append, vals.append
         cur_key = last_src = last_stream = component_id = cls = named = cast(Any, None)
         run_start = skipped = not_acked = index = 0
@@ -166,22 +167,21 @@ class TupleDriver(Driver):
                 else:
                     named = _tuple_new(cls, values)
                 tup = _new_tuple()   # no __init__ frame: the slots are stored here
-                tup.component = component_id
-                tup.stream = stream
-                tup.task = src
-                tup.values = named
-                tup._anchors = anchors
-                tup._skey = cur_key
-                tup._id = None
-                tup._ack_val = 0
-                tup._recv = 0.0
-                tup._done = False
+                tup.component, tup.stream, tup.task = component_id, stream, src
+                tup.values, tup._anchors, tup._skey = named, anchors, cur_key
+                tup._id, tup._ack_val, tup._recv, tup._done = None, 0, 0.0, False
                 task.current = tup
+                if auto_anchor:
+                    hand[0] = anchors
                 sample -= 1
                 if sample:
                     process(tup)
                 else:
                     sample = self._process_sampled(tup, now)
+                edges = hand[1]
+                if edges:   # emitted from tup by the fast emit: into its ack value
+                    hand[1] = 0
+                    tup._ack_val ^= edges
                 if tup._done:   # acked or failed in process
                     not_acked += 1
                 elif auto_ack:
@@ -195,6 +195,7 @@ class TupleDriver(Driver):
             task.current = None
             index = len(messages)
         finally:
+            hand[:] = (None, 0)   # on a raise, the tuple in hand fails (on_crash): its edges do not matter
             ex.sample_countdown = sample
             state[:] = (cur_key, run_start, skipped, not_acked, index)
 

@@ -62,6 +62,10 @@ _getrandbits = random.getrandbits
 _flatten = chain.from_iterable
 # Value types the short path accepts without a call; ints need a range check.
 _FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
+#: ``BoltTask.hand[0]`` while emits anchor to something other than the driver's tuple in hand
+#: (``anchored()``, ``processing()``): its length is not 2, so the fast emit takes the general
+#: path, which reads ``batch_anchors`` and ``current`` itself.
+ANCHOR_ELSEWHERE: Anchors = ()
 
 
 class TupleTrees:
@@ -511,6 +515,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
     key_index, key_get = route.key_index, _key_get(route)
     fast_types = _FAST_TYPES
     tid = task.task_id
+    hand = task.hand
     outbox = task.trees.outbox
     boxes, batch_size, send_full = outbox.boxes, outbox.batch_size, outbox.send_full
     getrandbits = _getrandbits
@@ -534,9 +539,8 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
                 targets = select(values)
         else:
             targets = select(values)
-        current = task.current
-        roots = current._anchors if current is not None and task.auto_anchor else None
-        if len(targets) != 1 or task.batch_anchors is not None or (roots is not None and len(roots) != 2):
+        roots = hand[0]   # the tuple in hand's anchors, see BoltTask.hand
+        if len(targets) != 1 or (roots is not None and len(roots) != 2):
             counter[0] += 1
             counter[1] += len(targets)
             place(DEFAULT_STREAM, values, targets, None, None)
@@ -548,7 +552,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
             box.append((DEFAULT_STREAM, tid, values, None))
         else:
             edge = getrandbits(64)
-            current._ack_val ^= edge  # type: ignore[union-attr]  # roots is not None: current is set
+            hand[1] ^= edge
             box.append((DEFAULT_STREAM, tid, values, (roots[0], edge)))
         if len(box) >= batch_size:
             send_full(dest)

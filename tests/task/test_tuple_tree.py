@@ -92,13 +92,14 @@ def _bolt_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list
               _received("spout", spout_task, ["c d"], None),
               _received("spout", spout_task, ["e f"], (1, 2, 3, 4))]
     for tup in inputs:
-        task.current = tup
+        task.current = tup             # what TupleDriver._deliver does per tuple
+        task.hand[0] = tup._anchors
         for word in tup.values[0].split():
             if general:
                 task.emit([word], stream=DEFAULT_STREAM)
             else:
                 task.emit([word])
-        task.ack(tup)
+        task.ack(tup)   # folds the fast emit's edges (task.hand[1]) into the ack value
     task.current = None
     ex.flush()
     return recorder.sent, inputs
