@@ -140,12 +140,10 @@ class TupleDriver(Driver):
         self.executor.count(key, executed, executed - not_acked)
 
     def _deliver(self, messages: list[Any], acked: list[Anchors], vals: list[int], state: list[Any]) -> None:
-        """The per-tuple loop: a Tuple, ``process``, auto-ack. Executed and acked tuples are
-        counted per run of one stats key from indexes (no int made per tuple)."""
+        """The per-tuple loop; executed and acked tuples are counted per stats key run (no int per tuple)."""
         task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
         tracked, now, sample = bool(self.trees.num_ackers), time.monotonic(), ex.sample_countdown
-        hand, auto_anchor = task.hand, task.auto_anchor   # hand: see BoltTask.hand
-        acked_anchors, acked_vals = acked.append, vals.append
+        acked_anchors, acked_vals, hand, auto_anchor = acked.append, vals.append, task.hand, task.auto_anchor
         cur_key = last_src = last_stream = component_id = cls = named = cast(Any, None)
         run_start = skipped = not_acked = index = 0
         shared: dict[str, Any] | None = None
@@ -169,7 +167,10 @@ class TupleDriver(Driver):
                 tup = _new_tuple()   # no __init__ frame: the slots are stored here
                 tup.component, tup.stream, tup.task = component_id, stream, src
                 tup.values, tup._anchors, tup._skey = named, anchors, cur_key
-                tup._id, tup._ack_val, tup._recv, tup._done = None, 0, 0.0, False
+                tup._id = None
+                tup._ack_val = 0
+                tup._recv = 0.0
+                tup._done = False
                 task.current = tup
                 if auto_anchor:
                     hand[0] = anchors

@@ -103,6 +103,109 @@ def test_seed_tree_completes_only_when_the_last_leaf_acks(local_topology: Any, w
     assert STATE["failed"] == []
 
 
+# ------------------------------------------- the fast emit's edges reach every ack path
+
+class EmitThenHold(Bolt):
+    """Emits from its tuple (the fast emit keeps the edges in ``BoltTask.hand``); acks odd
+    ones in ``process`` with ``ack_many`` together with the one before, holds even ones for
+    the next call or the timer: each way the edges must be in the ack value."""
+
+    outputs = ["n"]
+    auto_ack = False
+    timer_interval_secs = 0.05
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.held: list[Any] = []
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup.values.n])
+        self.emit([tup.values.n + 1000])
+        if tup.values.n % 2:
+            self.ack_many([*self.held, tup])
+            self.held = []
+        else:
+            self.held.append(tup)
+
+    def on_timer(self) -> None:
+        for tup in self.held:
+            self.ack(tup)
+        self.held = []
+
+
+class EmitAckEmit(Bolt):
+    """Acks its tuple inside ``process`` after emitting from it (``ack`` folds the edges)."""
+
+    outputs = ["n"]
+    auto_ack = False
+
+    def process(self, tup: Any) -> None:
+        self.emit([tup.values.n])
+        self.ack(tup)
+
+
+class Leaf(Bolt):
+    """Acks, except tuples of 2000 and up (``EmitAnchoredToPrevious``'s), which it fails."""
+
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        if 2000 <= tup.values.n < 3000:
+            self.fail(tup)
+
+
+class HandTopology(Topology):
+    spout = ListSpout.spec()
+    hold = EmitThenHold.spec(inputs=[spout])
+    ack_in = EmitAckEmit.spec(inputs=[spout])
+    leaf = Leaf.spec(inputs={hold: Grouping.SHUFFLE, ack_in: Grouping.SHUFFLE}, par=2)
+
+
+def test_trees_extended_by_the_fast_emit_complete_on_every_ack_path(local_topology: Any, waiter: Any) -> None:
+    # Not complete_topology: its capture bolt would give every stream a second target, and
+    # the fast emit only takes one-target emits.
+    reset(count=60)
+    local_topology(HandTopology, **{"topology.message.timeout.secs": 3})
+    waiter(lambda: len(STATE["acked"]) + len(STATE["failed"]) >= 60, 30, "every tree acked or failed")
+    assert (sorted(STATE["acked"]), STATE["failed"]) == (list(range(60)), []), "an edge went missing"
+
+
+class EmitAnchoredToPrevious(Bolt):
+    """While processing tuple n, emits inside ``with self.anchored([tuple n-1])``: the emit
+    must extend n-1's tree, not the tree of the tuple in hand."""
+
+    outputs = ["n"]
+    auto_ack = False
+    timer_interval_secs = 0.05
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.previous: Any = None
+
+    def process(self, tup: Any) -> None:
+        if self.previous is not None:
+            with self.anchored([self.previous]):
+                self.emit([self.previous.values.n + 2000])
+            self.ack(self.previous)
+        self.previous = tup
+
+    def on_timer(self) -> None:
+        if self.previous is not None and self.previous.values.n == STATE["count"] - 1:
+            self.ack(self.previous)
+            self.previous = None
+
+
+class AnchoredTopology(Topology):
+    spout = ListSpout.spec()
+    anchored = EmitAnchoredToPrevious.spec(inputs=[spout])
+    leaf = Leaf.spec(inputs=[anchored])
+
+
+def test_an_emit_inside_anchored_extends_the_named_tuples_tree(local_topology: Any, waiter: Any) -> None:
+    reset(count=30)
+    local_topology(AnchoredTopology, **{"topology.message.timeout.secs": 30})
+    waiter(lambda: len(STATE["acked"]) + len(STATE["failed"]) >= 30, 30, "every tree acked or failed")
+    assert (sorted(STATE["failed"]), STATE["acked"]) == (list(range(29)), [29]), "the leaf failed the wrong trees"
+
+
 # ---------------------------------------------------------------- explicit fail, timeout
 
 class FailEvens(Bolt):
