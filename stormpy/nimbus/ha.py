@@ -5,7 +5,10 @@ leads, the others are standbys that serve reads and copy every active topology's
 leader every ``nimbus.code.sync.freq.secs``. A Nimbus competes for the lock only when it holds
 the code of every active topology (those with a StormBase), and if it wins the lock while some
 code is still missing (a topology submitted a moment ago) it gives the lock up again, syncs and
-competes anew, so a leader can always serve the code its supervisors need.
+competes anew, so a leader can always serve the code its supervisors need. The exception: no
+other registered Nimbus could hold that code (none is registered, or each asks for some of it
+too, ``/code-requests``); then it competes and leads without it rather than leave the cluster
+without a leader.
 
 A Nimbus never deletes a live topology because it lacks its code (issue 26): a topology whose
 code is in no Nimbus's stormdist (a failover within a sync period of its submit, a Nimbus
@@ -373,7 +376,7 @@ class LeaderElector:
         except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the next round
             log.warning("could not offer code to other Nimbus daemons: %s", exc)
         missing = self._refresh_recovery()
-        if missing and self._others_registered():
+        if missing and self._another_may_hold(missing):
             log.info("not competing for leadership: code of %s is not here yet", ", ".join(missing))
             if acquire_timeout is None:
                 wait = self.sync_freq_secs
@@ -387,7 +390,7 @@ class LeaderElector:
         if not self.state.acquire_leadership(self.host_port, timeout=timeout):
             return
         missing = self.replicator.missing_code()
-        if missing and self._others_registered():
+        if missing and self._another_may_hold(missing):
             log.warning("giving up leadership: code of %s is not available locally; syncing first",
                         ", ".join(missing))
             self.state.release_leadership()
@@ -398,7 +401,7 @@ class LeaderElector:
     def _wait_for_code(self, secs: float) -> None:
         """Up to ``secs``, but go on as soon as the missing code arrived (a supervisor's copy) or
         the leader changed: when its session ended the code can no longer come from it and this
-        Nimbus may be the one left to lead (``_others_registered``); a new leader is synced from
+        Nimbus may be the one left to lead (``_another_may_hold``); a new leader is synced from
         at once. Without this a standby whose copy failed just before the leader's session
         expired would wait a whole ``nimbus.code.sync.freq.secs`` before taking over."""
         leader = self.state.leader()
@@ -418,11 +421,19 @@ class LeaderElector:
             self.recovery.refresh(missing)
         return missing
 
-    def _others_registered(self) -> bool:
-        """Another Nimbus is registered: it may hold the missing code, so waiting makes sense. A
-        lone Nimbus whose code is gone leads anyway: it keeps those topologies (their workers run
-        on) and recovers the code from the supervisors (CodeRecovery)."""
-        return any(hp != self.host_port for hp in self.state.nimbuses())
+    def _another_may_hold(self, missing: list[str]) -> bool:
+        """Another registered Nimbus may hold the missing code, so waiting for it makes sense:
+        one that asks the supervisors for none of it (``/code-requests``, published by each
+        Nimbus's ``CodeRecovery``). A lone Nimbus whose code is gone leads anyway: it keeps those
+        topologies (their workers run on) and recovers the code from the supervisors. So do
+        standbys that all lack the same code (the leader died just after a submit, before any of
+        them copied it): waiting for each other, none would ever lead."""
+        others = [hp for hp in self.state.nimbuses() if hp != self.host_port]
+        if not others:
+            return False
+        wanted = set(missing)
+        requests = self.state.code_requests()
+        return any(not wanted.intersection(requests.get(hp, ())) for hp in others)
 
     def _become_leader(self) -> None:
         log.info("Nimbus %s is the leader; recovering", self.host_port)
