@@ -21,6 +21,7 @@ from stormpy.trident.runtime.batch import BatchCore
 from stormpy.trident.runtime.coordinator import BATCH_STREAM, COMMIT_STREAM, COORD_PREFIX, SUCCESS_STREAM, coord_stream
 from stormpy.trident.runtime.processors import GroupRuntime, GroupSpec
 from stormpy.trident.runtime.spouts import make_source
+from stormpy.trident.runtime.stats import REPUBLISH_SECS
 from stormpy.trident.state import txstate
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class TridentBolt(Bolt):
 
     auto_ack = False
     auto_anchor = False
+    timer_interval_secs = REPUBLISH_SECS   # on_timer: latencies the publish throttle held back
 
     def __init__(self, spec: GroupSpec, inputs: list[tuple[str, str]],
                  outputs: list[tuple[str, bool]]) -> None:
@@ -84,6 +86,10 @@ class TridentBolt(Bolt):
         metrics.set("trident.batches.committed", core.stats["batches.committed"])
         metrics.set("trident.batches.failed", core.stats["batches.failed"])
         core.latency.publish(metrics, "trident.batch.latency")
+
+    def on_timer(self) -> None:
+        if self.core is not None:
+            self._publish()
 
     def process(self, tup: Any) -> None:
         stream = tup.stream

@@ -38,7 +38,7 @@ from stormpy import config as cfg
 from stormpy import streams
 from stormpy.api.component import Spout
 from stormpy.api.dsl import Stream
-from stormpy.trident.runtime.stats import LatencyWindow
+from stormpy.trident.runtime.stats import REPUBLISH_SECS, LatencyWindow
 from stormpy.trident.state import txstate
 
 log = logging.getLogger(__name__)
@@ -182,6 +182,7 @@ class MasterBatchCoordinator(Spout):
 
     outputs = [Stream([TX_FIELD], BATCH_STREAM), Stream([TX_FIELD], COMMIT_STREAM),
                Stream([TX_FIELD], SUCCESS_STREAM)]
+    timer_interval_secs = REPUBLISH_SECS   # on_timer: latencies the publish throttle held back
 
     def __init__(self) -> None:
         self.machine: CoordinatorMachine | None = None
@@ -216,6 +217,10 @@ class MasterBatchCoordinator(Spout):
 
     def deactivate(self) -> None:
         self.machine.set_running(False)
+
+    def on_timer(self) -> None:
+        self.batch_latency.publish(self.metrics, "trident.batch.latency")
+        self.commit_latency.publish(self.metrics, "trident.commit.latency")
 
     def next_tuple(self) -> None:
         self._apply(self.machine.step(time.monotonic()))
