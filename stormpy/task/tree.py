@@ -449,7 +449,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
     ``spout_place`` (a new tree: root, edge, ``__ack_init``, pending entry); the rest goes to
     ``place`` (other target counts) or ``general`` (any other argument)."""
     select, nfields, counter, check_value = route.select, route.num_fields, route.counter, route.check_value
-    one_field, tick = nfields == 1, route.tick
+    one_field, ticks = nfields == 1, route.ticks
     key_index, key_get = route.key_index, _key_get(route)
     fast_types = _FAST_TYPES
     tid = task.task_id
@@ -484,7 +484,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
             counter[1] += len(targets)
             place(DEFAULT_STREAM, values, targets, tup_id, None)
             return None
-        tick(None)   # one emit, one transfer: counted in C, added to the counter at flush
+        ticks.append(None)   # one emit, one transfer: counted in C, added to the counter at flush
         dest = targets[0]
         box = boxes[dest]
         if tup_id is None:
@@ -511,7 +511,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
     hand with one root (or none) inlines ``bolt_place``; the rest goes to ``place`` (other
     anchoring) or ``general`` (any other argument)."""
     select, nfields, counter, check_value = route.select, route.num_fields, route.counter, route.check_value
-    one_field, tick = nfields == 1, route.tick
+    one_field, ticks = nfields == 1, route.ticks
     key_index, key_get = route.key_index, _key_get(route)
     fast_types = _FAST_TYPES
     tid = task.task_id
@@ -545,7 +545,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
             counter[1] += len(targets)
             place(DEFAULT_STREAM, values, targets, None, None)
             return None
-        tick(None)   # one emit, one transfer: counted in C, added to the counter at flush
+        ticks.append(None)   # one emit, one transfer: counted in C, added to the counter at flush
         dest = targets[0]
         box = boxes[dest]
         if roots is None:
