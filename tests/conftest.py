@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 
 from stormpy.testing import DaemonProcess, ZooKeeperServer, ZooKeeperUnavailable, free_port
+from stormpy.testing.processes import tear_down_on_sigterm
+
+tear_down_on_sigterm()   # a killed run (CI time limit) still stops what its tests started
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

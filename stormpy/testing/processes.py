@@ -58,6 +58,27 @@ _PORT_RNG = random.Random()
 _LOWEST_PORT = 10000
 
 
+def tear_down_on_sigterm() -> None:
+    """Make SIGTERM end this test run the way Ctrl-C does, so its fixtures tear down.
+
+    A run killed with SIGTERM (a CI time limit, ``timeout``) otherwise dies at once and leaves
+    every ZooKeeper, daemon, worker, Spark and Redis process its tests started running. As a
+    ``KeyboardInterrupt`` pytest unwinds: the fixtures stop what they started and the atexit
+    hooks (Redis, Spark, Kafka holders) run. A second SIGTERM kills as before. Main thread only
+    (where Python runs signal handlers); a no-op elsewhere.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt(f"signal {signum}: tearing the test run down")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def _ephemeral_low() -> int:
     """The first port of the OS's ephemeral range (Linux ``ip_local_port_range``; 32768 elsewhere)."""
     try:
