@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -67,8 +68,6 @@ def tear_down_on_sigterm() -> None:
     hooks (Redis, Spark, Kafka holders) run. A second SIGTERM kills as before. Main thread only
     (where Python runs signal handlers); a no-op elsewhere.
     """
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return
 
