@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_NEXT_TUPLE_ROUNDS = 64
+#: ``next_tuple`` calls per spout task and step at most (``SpoutExecutor.next_tuple_calls``;
+#: an ``ExecutorLoop`` multiplies it by its bolts' parallelism, see ``size_spout_shares``).
+NEXT_TUPLE_CALLS = 64
 _TIMEOUT_BUCKETS = 3
 _ADAPTIVE_START = 256
 _ADAPTIVE_MIN = 8
@@ -97,6 +99,9 @@ class SpoutExecutor(Executor[SpoutTask]):
         self.pending_cap = _ADAPTIVE_START if self.adaptive else settings.max_spout_pending
         self._capped = False          # the cap held a task back since the last _adapt
         self._capped_round = False    # ... in this round of the loop
+        #: ``next_tuple`` calls per task and step (or turn of ``_loop``) at most; set by the
+        #: ExecutorLoop that steps this executor (``scheduler.size_spout_shares``).
+        self.next_tuple_calls = NEXT_TUPLE_CALLS
         self._expired = 0             # trees timed out since the last _adapt
         self._acks = 0
         self._latency_sum = 0.0       # seconds, acks since the last _adapt
@@ -282,7 +287,7 @@ class SpoutExecutor(Executor[SpoutTask]):
             # room left shrinks by at most the emits; the count is taken again only when that
             # bound says the cap is reached (len() of a RotatingMap is a Python call).
             room = max_pending - len(pending)
-            for _ in range(_NEXT_TUPLE_ROUNDS):
+            for _ in range(self.next_tuple_calls):
                 if max_pending and room <= 0:
                     room = max_pending - len(pending)
                     if room <= 0:
@@ -350,7 +355,7 @@ class SpoutExecutor(Executor[SpoutTask]):
                     self._take(waited)
 
     def step(self) -> float:
-        """One round for a scheduler: acker answers, due timers, up to ``_NEXT_TUPLE_ROUNDS``
+        """One round for a scheduler: acker answers, due timers, up to ``next_tuple_calls``
         ``next_tuple`` calls per task (unless inactive, capped or under backpressure), a flush."""
         queue = self.queue
         for _ in range(256):

@@ -200,3 +200,56 @@ def test_the_loop_steps_executors_in_the_order_tuples_flow() -> None:
     assert local.runtime.loop is not None
     order = [ex.component_id for ex in local.runtime.loop.executors]
     assert order == ["zsource", "mid", "alpha", "alpha", "__acker"], order
+
+
+class EveryCall(Spout):
+    """One unanchored tuple per call (no pending cap holds it back), the calls counted."""
+
+    outputs = ["n"]
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.calls = 0
+
+    def next_tuple(self) -> None:
+        self.calls += 1
+        self.emit([self.calls])
+
+
+def _fan_out(par: int) -> type[Topology]:
+    class FanOut(Topology):
+        source = EveryCall.spec()
+        mid = PassBolt.spec(inputs={source: Grouping.SHUFFLE}, par=par)
+        sink = SumBolt.spec(inputs={mid: Grouping.fields("n")}, par=par)
+
+    return FanOut
+
+
+@pytest.mark.parametrize(("topology", "calls"), [(_fan_out(1), 64), (_fan_out(2), 128), (Chain, 128),
+                                                 (_fan_out(8), 256)])
+def test_a_spouts_share_of_a_round_grows_with_the_parallelism_of_the_loops_bolts(topology: Any, calls: int) -> None:
+    """At parallelism 2 a fixed share of 64 ``next_tuple`` calls reached each bolt executor as
+    half the batch parallelism 1 gave it (issue 24): the share is 64 times the mean parallelism
+    of the loop's bolts (the acker not counted; Chain's 1 and 2 round to 2), at most 4 times."""
+    local = LocalTopology(topology, "share", user_overrides={"topology.acker.executors": 1})
+    spout = next(ex for ex in local.runtime.executors.values() if ex.kind == "spout")
+    assert local.runtime.loop is not None
+    assert spout.next_tuple_calls == calls
+
+
+def test_a_step_calls_next_tuple_up_to_the_spouts_share_and_a_spout_leaving_the_loop_gets_64_again() -> None:
+    from stormpy.task.scheduler import size_spout_shares
+    from stormpy.task.spout_executor import SpoutTask
+
+    local = LocalTopology(_fan_out(2), "share", user_overrides={"topology.acker.executors": 0})
+    spout = next(ex for ex in local.runtime.executors.values() if ex.kind == "spout")
+    task = SpoutTask(spout, spout.start_task)
+    spout.tasks[task.task_id] = task
+    spout._start_task(task)
+    spout.active = True
+    spout.step()
+    assert task.component.calls == 128
+    others = [ex for ex in local.runtime.loop.executors if ex is not spout]
+    assert size_spout_shares(others, alone=[spout]) == 2
+    assert spout.next_tuple_calls == 64
+    spout.step()
+    assert task.component.calls == 128 + 64
