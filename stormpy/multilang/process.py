@@ -20,6 +20,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from stormpy.task.runtime import process_affinity
+
 log = logging.getLogger(__name__)
 
 _EOF = object()
@@ -61,8 +63,9 @@ class ShellProcess:
         self.pid_dir = tempfile.mkdtemp(prefix="stormpy-multilang-")
         self.messages: queue.SimpleQueue[Any] = queue.SimpleQueue()
         try:
-            self.proc = subprocess.Popen(argv, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, text=True, bufsize=1)
+            with process_affinity():   # not the one core the executor thread may be pinned to
+                self.proc = subprocess.Popen(argv, cwd=self.cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True, bufsize=1)
         except OSError as exc:
             raise ShellProcessDied(f"{name}: cannot start {' '.join(argv)!r} in {self.cwd}: {exc}") from None
         self._threads = [threading.Thread(target=self._read_stdout, name=f"multilang-out-{name}", daemon=True),

@@ -16,10 +16,8 @@ logged, not applied.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import importlib.util
 import logging
-import os
 import threading
 import time
 import warnings
@@ -29,6 +27,7 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.config import ConfigError
+from stormpy.task.runtime import process_affinity
 
 log = logging.getLogger(__name__)
 
@@ -109,34 +108,8 @@ def _build(settings: SessionSettings) -> Any:
         builder = builder.master(settings.master)
     for key, value in settings.options.items():
         builder = builder.config(key, value)
-    with _process_affinity():
+    with process_affinity():   # stormpy local pins its executor threads to one core
         return builder.getOrCreate()
-
-
-@contextlib.contextmanager
-def _process_affinity() -> Any:
-    """Run the block with the whole process's CPU set, then restore the thread's own.
-
-    ``stormpy local`` pins its executor threads to one core (the GIL runs one at a time), and
-    a child process inherits the mask of the thread that starts it: without this the Spark JVM
-    would see one core, and ``local[*]`` would mean one Spark thread.
-    """
-    if not hasattr(os, "sched_setaffinity"):
-        yield
-        return
-    try:
-        mine, process = os.sched_getaffinity(0), os.sched_getaffinity(os.getpid())
-    except OSError:
-        yield
-        return
-    widened = mine != process
-    if widened:
-        os.sched_setaffinity(0, process)
-    try:
-        yield
-    finally:
-        if widened:
-            os.sched_setaffinity(0, mine)
 
 
 class SessionManager:

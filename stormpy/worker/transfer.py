@@ -262,7 +262,15 @@ class ZmqTransfer:
 
     # ------------------------------------------------------------ send thread
 
+    def _pin(self) -> None:
+        """The transport's threads share the core of the worker's executor loop (``slot_cpu``):
+        the batches they hand over stay in that core's caches."""
+        pin = getattr(self._runtime, "pin_thread", None)
+        if pin is not None:
+            pin()
+
     def _send_loop(self) -> None:
+        self._pin()
         packer = (self._serialization.packer() if self._serialization is not None
                   else msgpack.Packer(use_bin_type=True))
         next_check = 0.0
@@ -514,6 +522,7 @@ class ZmqTransfer:
     # ------------------------------------------------------------ receive thread
 
     def _recv_loop(self) -> None:
+        self._pin()
         pull = self._pull
         assert pull is not None
         control = {BACKPRESSURE: self._on_backpressure}

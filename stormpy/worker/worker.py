@@ -135,7 +135,7 @@ class Worker:
         warn_if_open("worker", C.local_bind_host(self.conf, "*"), self.port, secured=self.transfer.encrypted)
         self._routes = task_routes(assignment)
         self.transfer.update_routes(self._routes)
-        from stormpy.task.runtime import WorkerRuntime
+        from stormpy.task.runtime import WorkerRuntime, slot_cpu
 
         # Connects on first use: only workers running Trident coordinators open this session.
         self.transactional_state = transactional_state_for(self.conf, self.plan.name)
@@ -144,7 +144,12 @@ class Worker:
                                      transactional_state=self.transactional_state,
                                      # topology.executor.threads "auto": one scheduler thread per
                                      # worker (see config.py: fewer GIL hand-offs per batch)
-                                     one_thread_by_default=True)
+                                     one_thread_by_default=True,
+                                     cpu=slot_cpu(self.port, self.conf[C.SUPERVISOR_SLOTS_PORTS]))
+        if self.runtime.cpu is not None:
+            log.info("worker on port %d: executor and transport threads pinned to CPU %d (its slot's "
+                     "index among supervisor.slots.ports; STORMPY_PIN_CPU=0 turns this off)",
+                     self.port, self.runtime.cpu)
         self.runtime.thread_guard = self.guard
         self.transfer.start(self.runtime)
         self.runtime.start()

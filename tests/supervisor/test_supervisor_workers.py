@@ -49,6 +49,20 @@ def worker_pids(local_dir: Path) -> list[int]:
     return sorted(pids)
 
 
+def pinned_cpus(pid: int) -> tuple[dict[int, int], set[int]]:
+    """{CPU: threads of the process whose mask is that one CPU}, and the main thread's mask."""
+    singles: dict[int, int] = {}
+    for thread in psutil.Process(pid).threads():
+        try:
+            cpus = os.sched_getaffinity(thread.id)
+        except OSError:   # the thread ended
+            continue
+        if len(cpus) == 1:
+            cpu = next(iter(cpus))
+            singles[cpu] = singles.get(cpu, 0) + 1
+    return singles, os.sched_getaffinity(pid)
+
+
 @pytest.fixture
 def setup(zk_conf, tmp_path):
     local = tmp_path / "sup-local"
@@ -107,6 +121,14 @@ def test_supervisor_runs_workers_restarts_adopts_and_stops_them(setup):
     pids = wait_until(lambda: len(p := worker_pids(local)) == 2 and p, 60, "two worker processes")
     wait_until(lambda: len(acked(out)) >= 50, 90, "the first acked sentences across two workers")
     assert state.supervisor_info(SUPERVISOR_ID) is not None
+    if len(os.sched_getaffinity(0)) >= 2 and os.environ.get("STORMPY_PIN_CPU", "1") != "0":
+        # Each worker's executor loop and transport threads share one CPU, by its slot's index
+        # (issue 24): the two workers get different ones; the main thread keeps every CPU.
+        pinned = [pinned_cpus(pid) for pid in pids]
+        for singles, main in pinned:
+            assert len(singles) == 1 and max(singles.values()) >= 3, singles
+            assert main == os.sched_getaffinity(0)
+        assert set(pinned[0][0]) != set(pinned[1][0])
     beats = state.worker_heartbeats(TOPOLOGY_ID)
     wait_until(lambda: len(state.worker_heartbeats(TOPOLOGY_ID)) == 2, 30, "both workers' ZK heartbeats")
 
