@@ -216,8 +216,9 @@ class ExecutorLoop:
         self._failures: dict[int, int] = {}
         self._resume_at: dict[int, float] = {}
         self._stopped = threading.Event()
-        #: Set by a worker's runtime: the loop sets the interpreter's switch interval by load
-        #: (see :meth:`_pace`); False leaves it alone (``stormpy local``).
+        #: Set by a worker's runtime whose threads are not pinned to one core: the loop sets the
+        #: interpreter's switch interval by load (see :meth:`_pace`); False leaves it alone
+        #: (``stormpy local``, a pinned worker).
         self.pace_switches = False
         self._busy = False              # the switch interval is BUSY_SWITCH_SECS
         #: Slow, blocked steps of one executor within ``STRIKE_SECS`` that move it to a thread
@@ -433,7 +434,9 @@ class ExecutorLoop:
         that waits often (half the rate) hands the GIL over as it waits, and 1 ms bounds how
         long a frame waits for it otherwise (p99 complete latency at half the rate 30 ms with
         1 ms, 49 ms with 5 ms). So 5 ms while the loop waited less than ``BUSY_BELOW`` of the
-        last window, else 1 ms."""
+        last window, else 1 ms. Those figures are of threads the OS spreads over the cores; a
+        worker that pins its threads to one core (``runtime.slot_cpu``) does not pace and keeps
+        1 ms (see ``WorkerRuntime.start``)."""
         busy = self._waited < BUSY_BELOW * (now - self._window)
         self._window, self._waited = now, 0.0
         if busy != self._busy:

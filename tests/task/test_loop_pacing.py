@@ -1,17 +1,23 @@
 """A worker's executor loop sets the interpreter's switch interval by load (issue 24): 1 ms
-while it waits for work at least ``BUSY_BELOW`` of the time, 5 ms while it waits less; and its
+while it waits for work at least ``BUSY_BELOW`` of the time, 5 ms while it waits less, unless
+the worker pinned its threads to one core (then 1 ms throughout); and its
 thread runs under the worker's guard, so that a step ending it (``SystemExit`` is no
 Exception) is reported, never silent."""
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any
 
 import pytest
 
+from stormpy import Bolt, Spout, Topology
+from stormpy.api.compile import compile_topology
 from stormpy.task import scheduler
+from stormpy.task.runtime import WorkerRuntime
 from stormpy.task.scheduler import ExecutorLoop
+from stormpy.topology.plan import build_plan
 
 
 @pytest.fixture
@@ -106,3 +112,51 @@ def test_a_worker_loop_moves_an_executor_after_its_second_blocked_step() -> None
         assert len(moved) == 1 and "sleeping or blocked" in moved[0]
     finally:
         scheduler.sched_times = original           # type: ignore[assignment]
+
+
+class _Sends:
+    """A transport with a send thread's ``send_many`` (a worker's): the runtime hands rounds to it."""
+
+    def send(self, dest: int, messages: list[Any]) -> None:
+        pass
+
+    def send_many(self, batches: list[Any]) -> None:
+        pass
+
+
+class _Words(Spout):
+    outputs = ["word"]
+
+    def next_tuple(self) -> None:
+        pass
+
+
+class _Sink(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        pass
+
+
+class _Pair(Topology):
+    words = _Words.spec()
+    sink = _Sink.spec(inputs=[words])
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs Linux CPU affinity")
+@pytest.mark.parametrize("pinned", [False, True])
+def test_a_worker_pinned_to_one_core_keeps_1_ms_and_an_unpinned_one_paces(restore_switch_interval: Any,
+                                                                           pinned: bool) -> None:
+    plan = build_plan(compile_topology(_Pair), {"topology.acker.executors": 0}, "p-1", "p")
+    cpu = min(os.sched_getaffinity(0)) if pinned else None
+    runtime = WorkerRuntime(plan, plan.executors(), _Sends(), one_thread_by_default=True, cpu=cpu)
+    runtime.start()
+    try:
+        assert runtime.loop is not None
+        assert runtime.loop.pace_switches is not pinned
+        if pinned:   # never paced (unpinned, the first window may count as busy: timing)
+            assert sys.getswitchinterval() == pytest.approx(scheduler.IDLE_SWITCH_SECS)
+            assert runtime.loop.thread is not None
+            assert os.sched_getaffinity(runtime.loop.thread.native_id) == {cpu}
+    finally:
+        runtime.stop(drain_secs=0)
