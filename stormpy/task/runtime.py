@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from stormpy import config as cfg
@@ -98,11 +98,16 @@ def choose_cpu() -> int | None:
     return current if current in allowed else allowed[0]
 
 
-def slot_cpu(port: int, slot_ports: Iterable[Any]) -> int | None:
+def slot_cpu(port: int, slot_ports: Iterable[Any],
+             pinned: Callable[[list[int]], dict[int, int]] | None = None) -> int | None:
     """The one CPU a cluster worker's busy threads (its executor loop, its transport's send and
     receive threads) share: the worker's port's index among its supervisor's
-    ``supervisor.slots.ports``, round the CPUs the process may use; None (the OS places them)
-    with ``STORMPY_PIN_CPU=0``, fewer than two CPUs, or a port that is not a slot port.
+    ``supervisor.slots.ports``, round the CPUs the process may use, unless other workers on the
+    host have pinned more threads there than to another CPU (``pinned``, by default
+    :func:`pinned_workers`: several supervisors on one host, as in tests with a network
+    namespace per host, each number their slots from 0): then the least used CPU, the next
+    after the slot's in order on a tie. None (the OS places them) with ``STORMPY_PIN_CPU=0``,
+    fewer than two CPUs, or a port that is not a slot port.
 
     Why: unpinned, the OS moves a worker's threads between the cores, and every batch handed
     from the receive thread to the loop, and from the loop to the send thread, is read from
@@ -110,8 +115,8 @@ def slot_cpu(port: int, slot_ports: Iterable[Any]) -> int | None:
     worker of the cluster word count (2 workers, 2 cores) counted 10-15% more words
     (alternating runs, pure Python: 765k and 805k words/s against 663k and 730k). The slot's
     index, not the port number (two even ports once put both benchmark workers on one core),
-    gives a supervisor's workers different cores while it has no more slots than cores; one
-    supervisor runs per host.
+    gives a supervisor's workers different cores while it has no more slots than cores; the
+    count of the host's pinned workers keeps a second supervisor's from piling onto the same.
     """
     if os.environ.get("STORMPY_PIN_CPU", "1") == "0" or not hasattr(os, "sched_getaffinity"):
         return None
@@ -122,7 +127,46 @@ def slot_cpu(port: int, slot_ports: Iterable[Any]) -> int | None:
         return None
     if len(allowed) < 2 or port not in ports:
         return None
-    return allowed[ports.index(port) % len(allowed)]
+    first = ports.index(port) % len(allowed)
+    used = (pinned or pinned_workers)(allowed)
+    in_order = allowed[first:] + allowed[:first]   # the slot's CPU first, then the next ones
+    return min(in_order, key=lambda cpu: used.get(cpu, 0))
+
+
+#: What names a stormpy worker process in its command line (``supervisor.launcher.worker_command``).
+_WORKER_ARGV = b"stormpy.worker"
+
+
+def pinned_workers(cpus: list[int]) -> dict[int, int]:
+    """{CPU: other stormpy worker processes of this host with threads pinned to it alone}, read
+    from ``/proc`` (a few milliseconds, once per worker start); empty where it cannot be read."""
+    used: dict[int, int] = {}
+    me = os.getpid()
+    try:
+        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return used
+    for pid in pids:
+        cpu = worker_cpu(pid) if pid != me else None
+        if cpu is not None and cpu in cpus:
+            used[cpu] = used.get(cpu, 0) + 1
+    return used
+
+
+def worker_cpu(pid: int) -> int | None:
+    """The CPU a stormpy worker process pinned threads to, or None (not a worker, not pinned,
+    gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if _WORKER_ARGV not in f.read():
+                return None
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            mask = os.sched_getaffinity(int(tid))
+            if len(mask) == 1:
+                return next(iter(mask))
+    except (OSError, ValueError):   # the process or thread ended meanwhile
+        return None
+    return None
 
 
 @contextlib.contextmanager
