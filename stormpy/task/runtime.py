@@ -102,8 +102,8 @@ def slot_cpu(port: int, slot_ports: Iterable[Any],
              pinned: Callable[[list[int]], dict[int, int]] | None = None) -> int | None:
     """The one CPU a cluster worker's busy threads (its executor loop, its transport's send and
     receive threads) share: the worker's port's index among its supervisor's
-    ``supervisor.slots.ports``, round the CPUs the process may use, unless other workers on the
-    host have pinned more threads there than to another CPU (``pinned``, by default
+    ``supervisor.slots.ports``, round the CPUs the process may use, unless more of the host's
+    other workers are pinned there than to another CPU (``pinned``, by default
     :func:`pinned_workers`: several supervisors on one host, as in tests with a network
     namespace per host, each number their slots from 0): then the least used CPU, the next
     after the slot's in order on a tie. None (the OS places them) with ``STORMPY_PIN_CPU=0``,
