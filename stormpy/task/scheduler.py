@@ -235,8 +235,7 @@ class ExecutorLoop:
         #: flushes them (the acker's, where it comes after them); see ``_share_acks``.
         self._acks: SharedAcks | None = None
         self._acks_before: Executor[Any] | None = None
-        self._share_acks()
-        size_spout_shares(self.executors)
+        self._regroup()
 
     def wake(self) -> None:
         """A batch or control call arrived while the loop waits (any thread)."""
@@ -387,6 +386,13 @@ class ExecutorLoop:
                 return
         self._detach(executor, f"it spent {blocked * 1000:.0f} ms of a step sleeping or blocked")
 
+    def _regroup(self, leaving: Executor[Any] | None = None, stuck: bool = False) -> None:
+        """The loop's executors (``self.executors``) changed, ``leaving`` (if any) no longer among
+        them: the shared acks and the spouts' shares of a round follow (``stuck``: ``leaving``'s
+        step still runs on the old thread, see ``_share_acks``)."""
+        self._share_acks(stuck=leaving if stuck else None)
+        size_spout_shares(self.executors, alone=[leaving] if leaving is not None else ())
+
     def _share_acks(self, stuck: Executor[Any] | None = None) -> None:
         """The bolt executors of the loop (``self.executors``) settle into one dict; one that
         left settles into its own again.
@@ -457,8 +463,7 @@ class ExecutorLoop:
         """A stopped executor (or one that died starting) shuts down on this thread."""
         with self._lock:
             self.executors = [e for e in self.executors if e is not executor]
-        self._share_acks()
-        size_spout_shares(self.executors)
+        self._regroup()
         executor.waker = None
         try:
             executor._shutdown()
@@ -490,8 +495,7 @@ class ExecutorLoop:
             if executor not in self.executors:
                 return
             self.executors = [e for e in self.executors if e is not executor]
-        self._share_acks()
-        size_spout_shares(self.executors, alone=[executor])
+        self._regroup(leaving=executor)
         self._hand_over(executor, why)
         executor.waker = None
         thread = self._new_thread(self._own_thread(executor), f"executor-{executor.name}")
@@ -521,8 +525,7 @@ class ExecutorLoop:
                 self._generation += 1
                 generation = self._generation
                 self.executors = [e for e in self.executors if e is not executor]
-                self._share_acks(stuck=executor)
-                size_spout_shares(self.executors, alone=[executor])
+                self._regroup(leaving=executor, stuck=True)
                 self._hand_over(executor, f"a step has not returned for {STUCK_SECS:g} s")
                 executor.waker = None
                 self._running = None

@@ -147,8 +147,9 @@ class Worker:
                                      one_thread_by_default=True,
                                      cpu=slot_cpu(self.port, self.conf[C.SUPERVISOR_SLOTS_PORTS]))
         if self.runtime.cpu is not None:
-            log.info("worker on port %d: executor and transport threads pinned to CPU %d (its slot's "
-                     "index among supervisor.slots.ports; STORMPY_PIN_CPU=0 turns this off)",
+            log.info("worker on port %d: executor and transport threads pinned to CPU %d (by its slot among "
+                     "supervisor.slots.ports and the host's other pinned workers; STORMPY_PIN_CPU=0 turns "
+                     "this off)",
                      self.port, self.runtime.cpu)
         self.runtime.thread_guard = self.guard
         self.transfer.start(self.runtime)
