@@ -11,7 +11,9 @@ tuples over ``queue.SimpleQueue`` one tuple at a time doing the same split and c
 bare three-thread handoff of the same tuples (sentence tuples to a split thread that puts each
 sentence's word tuples, pre-split, to a count thread: only the handoffs, issue 24's reference
 figure), and the bare two-thread handoff (put/get only, DESIGN section 8's "SimpleQueue per
-tuple" figure), with the ratios. Words per CPU-second (``time.process_time`` of the whole process
+tuple" figure), with the ratios; and the benchmark's own spout, split and count code run alone
+on one thread with no engine (``run_user_code``), which gives the engine's cost per word beside
+the user code's: ``1/topology - 1/user code``. Words per CPU-second (``time.process_time`` of the whole process
 over the measured seconds) are printed for the topology and the raw pipeline: on a shared,
 loaded machine they compare runs that wall-clock rates cannot.
 
@@ -266,6 +268,49 @@ def run_handoff(secs: float) -> float:
     return _timed([lambda: _feed(q, words, stop, 50000), lambda: _drain(q, got)], got, stop, secs, 0.3)[0]
 
 
+class _BareTuple:
+    """What ``process`` reads of a tuple here (``values``), and nothing the engine keeps."""
+    __slots__ = ("values",)
+
+
+def run_user_code(secs: float) -> tuple[float, BenchSpout, CountBolt]:
+    """The benchmark's own spout, split and count code on one thread with no engine: the
+    spout's ``next_tuple`` and ``ack``, split's and count's ``process``, a bare tuple object per
+    sentence and per word, each ``emit`` a list append. Words per second: what the user's code
+    costs alone; ``1/topology - 1/this`` is what the engine (routing, tuple objects, acking,
+    scheduling, stats) costs per word on top of it. Returns the rate, the spout and the count
+    bolt (what they did, for the tests)."""
+    spout, split, count = BenchSpout(), SplitBolt(), CountBolt()
+    spout.initialize({}, None)
+    LATENCIES.clear()
+    count.initialize({}, None)
+    emitted: list[tuple[list[Any], Any]] = []
+    words: list[Any] = []
+    spout.emit = lambda values, tup_id=None: emitted.append((values, tup_id))   # type: ignore[method-assign]
+    split.emit = words.append   # type: ignore[method-assign]
+    next_tuple, ack, split_process, count_process = spout.next_tuple, spout.ack, split.process, count.process
+    n, t0 = 0, time.perf_counter()
+    deadline = t0 + secs
+    while True:
+        for _ in range(64):
+            next_tuple()
+        for values, _tup_id in emitted:
+            tup = _BareTuple()
+            tup.values = values
+            split_process(tup)
+        for values in words:
+            tup = _BareTuple()
+            tup.values = values
+            count_process(tup)
+        for _values, tup_id in emitted:
+            ack(tup_id)
+        n += len(words)
+        words.clear()
+        emitted.clear()
+        if (now := time.perf_counter()) >= deadline:
+            return n / (now - t0), spout, count
+
+
 def run_handoff3(secs: float) -> float:
     """Three threads handing the word count's own tuples over SimpleQueue and doing nothing
     else: sentence tuples to a split thread, which puts each sentence's word tuples (split
@@ -308,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stormpy local (split/count par {args.par}, acking on): {args.sentences:,} sentences, "
               f"{words:,} words counted in {cpu:.2f} CPU-seconds (start to last ack)")
         return 0
-    handoff = handoff3 = raw = raw_cpu = 0.0
+    handoff = handoff3 = raw = raw_cpu = user = 0.0
     if not args.only_topology:
         handoff = run_handoff(args.secs / 2)
         print(f"raw SimpleQueue handoff only (2 threads, no work): {handoff:,.0f} tuples/s")
@@ -318,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
         raw, raw_cpu = run_raw(args.secs)
         print(f"raw SimpleQueue pipeline (spout -> split -> count threads, per-tuple handoff): {raw:,.0f} words/s; "
               f"{raw_cpu:,.0f} words per CPU-second")
+        user = run_user_code(args.secs / 2)[0]
+        print(f"user code alone (this benchmark's spout, split and count code on one thread, a bare tuple "
+              f"object per tuple, no engine): {user:,.0f} words/s")
     for reliable in (True, False):
         r = run_topology(reliable, args.secs, args.warmup, args.par, args.per_call)
         label = "acking on " if reliable else "acking off"
@@ -327,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
             line += (f" ({r['words_per_s'] / raw:.0%} of the raw pipeline, "
                      f"{r['words_per_s'] / handoff3:.1%} of the three-thread handoff, "
                      f"{r['words_per_s'] / handoff:.1%} of the bare two-thread handoff)")
+        if user and r["words_per_s"]:
+            line += f"; the engine's cost per word {1e9 / r['words_per_s'] - 1e9 / user:,.0f} ns beside the user code's {1e9 / user:,.0f} ns"
         if "p50_ms" in r:
             line += f", complete latency p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
         line += f"; {r['words_per_cpu_s']:,.0f} words per CPU-second ({r['cpus']:.2f} CPUs busy)"

@@ -29,3 +29,19 @@ def test_a_negative_count_is_refused() -> None:
     run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), "--sentences", "-1"],
                          capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert run.returncode != 0 and "--sentences must be 0 or more" in run.stderr
+
+
+def test_the_user_code_alone_reference_runs_the_benchmarks_own_components() -> None:
+    """``run_user_code``: the spout's sentences are split and every word counted, every
+    sentence acked (the spout's latency samples closed), with no engine in between."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import local_wordcount as bench
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    rate, spout, count = bench.run_user_code(0.05)
+    sent = next(spout.ids)
+    words = sum(len(s.split()) for s in itertools.islice(itertools.cycle(bench.SENTENCES), sent))
+    assert sent and sent % 64 == 0
+    assert sum(count.counts.values()) == words
+    assert rate > 0 and not spout.started and spout.latencies_ms
