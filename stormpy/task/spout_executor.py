@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: ``next_tuple`` calls per spout task and step at most (``SpoutExecutor.next_tuple_calls``;
-#: an ``ExecutorLoop`` multiplies it by its bolts' parallelism, see ``size_spout_shares``).
+#: ``next_tuple`` calls, and tuples they emit, per spout task and step at most
+#: (``SpoutExecutor.next_tuple_calls``; an ``ExecutorLoop`` multiplies it by its bolts'
+#: parallelism, see ``size_spout_shares``). A call is never cut short: one emitting more than
+#: what is left of the share ends the task's step after it.
 NEXT_TUPLE_CALLS = 64
 _TIMEOUT_BUCKETS = 3
 _ADAPTIVE_START = 256
@@ -287,7 +289,12 @@ class SpoutExecutor(Executor[SpoutTask]):
             # room left shrinks by at most the emits; the count is taken again only when that
             # bound says the cap is reached (len() of a RotatingMap is a Python call).
             room = max_pending - len(pending)
-            for _ in range(self.next_tuple_calls):
+            # The share bounds the calls and the tuples they emit: a call emitting many (a
+            # polled batch, a rate limiter catching up after a slow round) must not start a
+            # share's worth of calls times that in one step, for a round's length -- what every
+            # hop of a tree waits -- grows with what the step put in it.
+            budget = self.next_tuple_calls
+            while budget > 0:
                 if max_pending and room <= 0:
                     room = max_pending - len(pending)
                     if room <= 0:
@@ -306,10 +313,12 @@ class SpoutExecutor(Executor[SpoutTask]):
                     break
                 if task.ack_now:
                     self._ack_now(task)
-                if task.emit_count == before:
+                n = task.emit_count - before
+                if not n:
                     break
-                emitted += task.emit_count - before
-                room -= task.emit_count - before
+                emitted += n
+                room -= n
+                budget -= n
                 if task.component is None:
                     break
         return emitted
@@ -356,7 +365,8 @@ class SpoutExecutor(Executor[SpoutTask]):
 
     def step(self) -> float:
         """One round for a scheduler: acker answers, due timers, up to ``next_tuple_calls``
-        ``next_tuple`` calls per task (unless inactive, capped or under backpressure), a flush."""
+        ``next_tuple`` calls per task, ending once they emitted as many tuples (unless inactive,
+        capped or under backpressure), a flush."""
         queue = self.queue
         for _ in range(256):
             if queue.empty():
