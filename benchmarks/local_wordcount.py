@@ -376,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['words_per_s'] / handoff3:.1%} of the three-thread handoff, "
                      f"{r['words_per_s'] / handoff:.1%} of the bare two-thread handoff)")
         if user and r["words_per_s"]:
-            line += f"; the engine's cost per word {1e9 / r['words_per_s'] - 1e9 / user:,.0f} ns beside the user code's {1e9 / user:,.0f} ns"
+            engine_ns, user_ns = 1e9 / r["words_per_s"] - 1e9 / user, 1e9 / user
+            line += f"; the engine's cost per word {engine_ns:,.0f} ns beside the user code's {user_ns:,.0f} ns"
         if "p50_ms" in r:
             line += f", complete latency p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms"
         line += f"; {r['words_per_cpu_s']:,.0f} words per CPU-second ({r['cpus']:.2f} CPUs busy)"
