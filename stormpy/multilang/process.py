@@ -110,8 +110,11 @@ class ShellProcess:
             self.proc.stdin.write(json.dumps(message) + "\nend\n")
             self.proc.stdin.flush()
         except (OSError, ValueError) as exc:
-            raise ShellProcessDied(f"{self.name}: subprocess {self.proc.pid} stopped reading "
-                                   f"({self._exit_text()}): {exc}") from None
+            # A process that died shows here (broken pipe) or in read() (end of its stdout),
+            # whichever the executor reaches first: both name the exit the same way.
+            status = self._exit_text()
+            verb = "stopped reading" if status == "still running" else "exited"
+            raise ShellProcessDied(f"{self.name}: subprocess {self.proc.pid} {verb} ({status}): {exc}") from None
 
     def read(self, timeout: float | None) -> Any:
         """The next message, or None after ``timeout`` seconds (0: only what already arrived)."""
