@@ -28,7 +28,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-MODULES = ["stormpy.task.tree", "stormpy.task.emit", "stormpy.task.grouping", "stormpy.acker.ledger"]
+MODULES = ["stormpy.task.tree", "stormpy.task.emit", "stormpy.task.grouping", "stormpy.acker.ledger",
+           "stormpy.api.tuple", "stormpy.task.drivers"]
 SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",
              "four score and seven years ago", "snow white and the seven dwarfs"]
 ROUNDS = 50
@@ -105,14 +106,16 @@ def expected_counts() -> dict[str, int]:
     return counts
 
 
-def run_wordcount(python_path: str | None, cwd: Path) -> dict[str, dict[str, str]]:
+def run_wordcount(python_path: str | None, cwd: Path, without_cython: bool = False) -> dict[str, dict[str, str]]:
     """The word count in a fresh interpreter importing ``stormpy`` from ``python_path`` (or from
-    wherever this interpreter finds it); asserts the counts and returns the module files."""
+    wherever this interpreter finds it); asserts the counts and returns the module files.
+    ``without_cython``: ``import cython`` fails in it, as where Cython is not installed (the
+    receive loop asks ``cython.compiled``, then of ``stormpy.task.not_compiled``)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if python_path is not None:
         env["PYTHONPATH"] = python_path
     script = cwd / "compiled_wordcount.py"
-    script.write_text(WORDCOUNT)
+    script.write_text(("import sys\nsys.modules['cython'] = None\n" if without_cython else "") + WORDCOUNT)
     # -P: the script's directory is not put first on sys.path (stormpy comes from python_path)
     proc = subprocess.run([sys.executable, "-P", str(script), json.dumps([MODULES, SENTENCES, ROUNDS])],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
@@ -146,11 +149,22 @@ def assert_pure(lib: Path) -> None:
     assert (lib / "stormpy" / "task" / "tree.py").is_file()
 
 
+def test_the_tuple_declarations_name_the_slots_of_tuple_py() -> None:
+    """``api/tuple.pxd`` declares the C fields of the compiled Tuple; a slot added to
+    ``tuple.py`` and not there would exist only interpreted."""
+    from stormpy.api.tuple import Tuple
+
+    pxd = (REPO / "stormpy" / "api" / "tuple.pxd").read_text()
+    line = next(x for x in pxd.splitlines() if "cdef public object" in x)
+    fields = [name.strip() for name in line.split("cdef public object", 1)[1].split(",")]
+    assert sorted(fields) == sorted(Tuple.__slots__)
+
+
 def test_default_build_is_pure_python(tmp_path: Path) -> None:
     lib, stderr = build(tmp_path)
     assert "stormpy:" not in stderr   # nothing asked, nothing to explain
     assert_pure(lib)
-    files = run_wordcount(str(lib), tmp_path)
+    files = run_wordcount(str(lib), tmp_path, without_cython=True)
     assert all(Path(f).suffix == ".py" and Path(f).is_relative_to(lib) for f in files.values()), files
 
 

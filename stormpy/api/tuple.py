@@ -45,6 +45,10 @@ def values_class(component: str, stream: str, fields: tuple[str, ...] | list[str
 class Tuple:
     """One tuple delivered to a bolt: ``id, component, stream, task, values``.
 
+    Built with ``STORMPY_COMPILE=1``, ``tuple.pxd`` makes it an extension type whose slots
+    are C fields, which the compiled receive loop (``task/drivers.py``) writes directly; it
+    behaves the same (subclasses, attribute reads and writes, equality, unpacking, pickling).
+
     ``id`` is the tuple's edge id in its first tuple tree (None for unanchored tuples), which
     is unique enough for logging and de-duplication in user code.
     """
@@ -121,10 +125,12 @@ class Tuple:
 class ReceivedTuple(Tuple):
     """A Tuple built by the bolt executor's receive loop (one per received message).
 
-    Same slots and behaviour as :class:`Tuple`, but calling the class runs no Python
-    ``__init__``: the receive loop makes ``ReceivedTuple()`` and stores the slots itself.
-    Calling a class with a Python ``__init__`` costs a second interpreter frame per received
-    tuple (about 1,100 of the 2,600 machine instructions a Tuple cost, callgrind).
+    Same slots and behaviour as :class:`Tuple`, but the receive loop stores the slots itself
+    and runs no ``__init__``: a Python ``__init__`` costs a second interpreter frame per
+    received tuple (about 1,100 of the 2,600 machine instructions a Tuple cost, callgrind).
+    Interpreted, calling the class runs object's ``__init__``; compiled (``tuple.pxd``: both
+    classes are extension types, their slots C fields), ``ReceivedTuple.__new__(ReceivedTuple)``
+    is the allocation alone and the class, like ``Tuple``, takes ``Tuple``'s arguments.
     """
 
     __slots__ = ()

@@ -29,6 +29,11 @@ from stormpy.api.component import DRIVERS
 from stormpy.api.tuple import ReceivedTuple, Tuple
 from stormpy.task.tree import Anchors
 
+try:
+    import cython   # compiled, a constant of the compiler: the interpreted branch is not built
+except ImportError:   # Cython is only needed to build: interpreted without it, the same answer
+    from stormpy.task import not_compiled as cython
+
 if TYPE_CHECKING:
     from stormpy.api.contract import BoltOutputCollector
     from stormpy.task.bolt_executor import BoltTask
@@ -36,6 +41,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _tuple_new = tuple.__new__
+#: A received tuple with no ``__init__`` run (the receive loop stores its slots): interpreted,
+#: calling the class (its ``__init__`` is object's, 40 ns) beats ``ReceivedTuple.__new__(...)``
+#: (63 ns); compiled, that spelling is the extension type's allocation alone.
 _new_tuple = ReceivedTuple
 #: Shared values of one-field streams: strings up to this long, this many per (source, stream).
 _SHARE_MAX_LEN = 128
@@ -124,7 +132,7 @@ class TupleDriver(Driver):
         # not auto-acked in the run, index reached (the message that raised, else the end)]
         state: list[Any] = [None, 0, 0, 0, 0]
         try:
-            self._deliver(messages, acked, vals, state)
+            _deliver(self, messages, acked, vals, state)
         except Exception:
             rest = messages[state[4] + 1:]
             if rest:
@@ -139,66 +147,66 @@ class TupleDriver(Driver):
     def _count(self, key: Any, executed: int, not_acked: int) -> None:
         self.executor.count(key, executed, executed - not_acked)
 
-    def _deliver(self, messages: list[Any], acked: list[Anchors], vals: list[int], state: list[Any]) -> None:
-        """The per-tuple loop; executed and acked tuples are counted per stats key run (no int per tuple)."""
-        task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
-        tracked, now, sample = bool(self.trees.num_ackers), time.monotonic(), ex.sample_countdown
-        acked_anchors, acked_vals, hand, auto_anchor = acked.append, vals.append, task.hand, task.auto_anchor
-        cur_key = last_src = last_stream = component_id = cls = named = cast(Any, None)
-        run_start = skipped = not_acked = index = 0
-        shared: dict[str, Any] | None = None
-        try:
-            for index, message in enumerate(messages):
-                stream, src, values, anchors = message
-                if src != last_src or stream != last_stream:
-                    info = ex.source_info(task, message)
-                    if info is None:
-                        last_src, skipped = None, skipped + 1   # the locals no longer match last_src
-                        continue
-                    component_id, cls, skey, shared = info
-                    last_src, last_stream = src, stream
-                    if skey is not cur_key:
-                        self._count(cur_key, index - run_start - skipped, not_acked)
-                        cur_key, run_start, skipped, not_acked = skey, index, 0, 0
-                if shared is not None and len(values) == 1 and type(values[0]) is str:
-                    named = shared.get(values[0]) or _share(shared, cls, values)
-                else:
-                    named = _tuple_new(cls, values)
-                tup = _new_tuple()   # no __init__ frame: the slots are stored here
-                tup.component, tup.stream, tup.task = component_id, stream, src
-                tup.values, tup._anchors, tup._skey = named, anchors, cur_key
-                tup._id = None
-                tup._ack_val = 0
-                tup._recv = 0.0
-                tup._done = False
-                task.current = tup
-                if auto_anchor:
-                    hand[0] = anchors
-                sample -= 1
-                if sample:
-                    process(tup)
-                else:
-                    sample = self._process_sampled(tup, now)
-                edges = hand[1]
-                if edges:   # emitted from tup by the fast emit: into its ack value
-                    hand[1] = 0
-                    tup._ack_val ^= edges
-                if tup._done:   # acked or failed in process
-                    not_acked += 1
-                elif auto_ack:
-                    tup._done = True
-                    if anchors is not None and tracked:
-                        acked_anchors(anchors)
-                        acked_vals(tup._ack_val)
-                else:
-                    held[id(tup)] = tup
-                    not_acked += 1
-            task.current = None
-            index = len(messages)
-        finally:
-            hand[:] = (None, 0)   # on a raise, the tuple in hand fails (on_crash): its edges do not matter
-            ex.sample_countdown = sample
-            state[:] = (cur_key, run_start, skipped, not_acked, index)
+def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], vals: list[int], state: list[Any]) -> None:
+    """The per-tuple loop; executed and acked tuples are counted per stats key run (no int per tuple)."""
+    task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
+    tracked, now, sample = bool(self.trees.num_ackers), time.monotonic(), ex.sample_countdown
+    acked_anchors, acked_vals, hand, auto_anchor = acked.append, vals.append, task.hand, task.auto_anchor
+    cur_key = last_src = last_stream = component_id = cls = named = cast(Any, None)
+    run_start = skipped = not_acked = index = 0
+    shared: dict[str, Any] | None = None
+    try:
+        for index, message in enumerate(messages):
+            stream, src, values, anchors = message
+            if src != last_src or stream != last_stream:
+                info = ex.source_info(task, message)
+                if info is None:
+                    last_src, skipped = None, skipped + 1   # the locals no longer match last_src
+                    continue
+                component_id, cls, skey, shared = info
+                last_src, last_stream = src, stream
+                if skey is not cur_key:
+                    self._count(cur_key, index - run_start - skipped, not_acked)
+                    cur_key, run_start, skipped, not_acked = skey, index, 0, 0
+            if shared is not None and len(values) == 1 and type(values[0]) is str:
+                named = shared.get(values[0]) or _share(shared, cls, values)
+            else:
+                named = _tuple_new(cls, values)
+            tup = ReceivedTuple.__new__(ReceivedTuple) if cython.compiled else _new_tuple()   # see _new_tuple
+            tup.component, tup.stream, tup.task = component_id, stream, src
+            tup.values, tup._anchors, tup._skey = named, anchors, cur_key
+            tup._id = None
+            tup._ack_val = 0
+            tup._recv = 0.0
+            tup._done = False
+            task.current = tup
+            if auto_anchor:
+                hand[0] = anchors
+            sample -= 1
+            if sample:
+                process(tup)
+            else:
+                sample = self._process_sampled(tup, now)
+            edges = hand[1]
+            if edges:   # emitted from tup by the fast emit: into its ack value
+                hand[1] = 0
+                tup._ack_val ^= edges
+            if tup._done:   # acked or failed in process
+                not_acked += 1
+            elif auto_ack:
+                tup._done = True
+                if anchors is not None and tracked:
+                    acked_anchors(anchors)
+                    acked_vals(tup._ack_val)
+            else:
+                held[id(tup)] = tup
+                not_acked += 1
+        task.current = None
+        index = len(messages)
+    finally:
+        hand[:] = (None, 0)   # on a raise, the tuple in hand fails (on_crash): its edges do not matter
+        ex.sample_countdown = sample
+        state[:] = (cur_key, run_start, skipped, not_acked, index)
 
 
 class BatchingDriver(TupleDriver):

@@ -159,6 +159,28 @@ def test_tuple_is_usable_as_pystorms_namedtuple() -> None:
     assert PystormTuple is Tuple
 
 
+def test_a_tuple_copies_pickles_and_subclasses_alike_compiled_or_not() -> None:
+    """Compiled (``STORMPY_COMPILE=1``), Tuple is an extension type (``api/tuple.pxd``);
+    what users do with one works as with the interpreted class (.ci/run runs this both ways)."""
+    import copy
+    import pickle
+
+    tup = Tuple(7, "spout", "default", 3, ["a", 1], anchors=(11, 12))
+    for other in (pickle.loads(pickle.dumps(tup)), copy.copy(tup), copy.deepcopy(tup)):
+        assert other == tup and other is not tup and other.id == 7 and other.values == ["a", 1]
+
+    class Marked(Tuple):
+        __slots__ = ("mark",)
+
+    marked = Marked(None, "spout", "default", 3, ["b"], anchors=(11, 12))
+    marked.mark = "seen"
+    assert isinstance(marked, Tuple) and marked.mark == "seen" and marked.id == 12   # the first edge
+    tup.values = ["c"]
+    assert tuple(tup)[4] == ["c"]
+    with pytest.raises(AttributeError):
+        tup.not_a_field = 1   # type: ignore[attr-defined]
+
+
 class Inspector(Bolt):
     outputs = ["n"]
 

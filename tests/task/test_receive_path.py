@@ -105,6 +105,18 @@ def test_received_tuples_are_whole_tuples_and_short_strings_share_their_values()
     assert repr(first).startswith(f"Tuple(id=12, component='words', stream='default', task={words}, values=")
 
 
+def test_a_batch_that_is_a_tuple_is_delivered_like_a_list() -> None:
+    """A message envelope off the wire is decoded with ``use_list=False``: its batch is a tuple
+    of messages, which the receive loop takes as it takes a list (compiled too: drivers.pxd
+    leaves the batch untyped)."""
+    SEEN.clear()
+    runtime, _ = _runtime()
+    ex, task = _bolt(runtime)
+    words = _src(runtime, "words")
+    task.driver.on_messages(((DEFAULT_STREAM, words, ("a",), (11, 12)), (DEFAULT_STREAM, words, ("b",), None)))
+    assert [t.values.word for t in SEEN] == ["a", "b"] and SEEN[0].id == 12 and SEEN[1]._done
+
+
 def test_executed_and_acked_are_exact_with_acks_in_process_unknown_streams_and_two_sources() -> None:
     SEEN.clear()
     runtime, _ = _runtime()
