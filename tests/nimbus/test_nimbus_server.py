@@ -204,8 +204,10 @@ def test_kill_with_wait_removes_after_the_wait(nimbus_conf: dict[str, Any], stat
     assert base.topology_action_options.kill_options.wait_secs == 2
     with pytest.raises(storm.NotAliveException, match="cannot activate topology 'victim': it is KILLED"):
         call(nimbus_conf, "activate", "victim")
-    wait_until(lambda: state.storm_base(topology_id) is None, 30, "the killed topology to be removed")
-    assert state.assignment(topology_id) is None and topology_id not in state.heartbeat_storms()
+    # remove_topology deletes assignment, StormBase, then heartbeats: wait for all three to be gone
+    wait_until(lambda: state.storm_base(topology_id) is None and state.assignment(topology_id) is None
+               and topology_id not in state.heartbeat_storms(), 30,
+               "the killed topology's StormBase, assignment and heartbeats to be removed")
     code_dir = Path(nimbus_conf["storm.local.dir"]) / "nimbus" / "stormdist" / topology_id
     wait_until(lambda: not code_dir.exists(), 10, "the topology's stormdist directory to be deleted")
 
