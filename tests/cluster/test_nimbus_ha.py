@@ -177,7 +177,9 @@ def test_failover_one_second_after_submit_keeps_the_topology(cluster, out_dir):
         listed = cluster.cli("list").stdout
         assert name in listed and "ACTIVE" in listed
         wait_until(lambda: stormdist_has(cluster, other, topology_id), 60, "the code on the new leader")
-        assert "recovered the code of topology " + topology_id in cluster.nimbuses[other].output()
+        # the log line is written just after the rename that makes stormdist_has true
+        wait_until(lambda: "recovered the code of topology " + topology_id in cluster.nimbuses[other].output(),
+                   30, "the new leader to log that it recovered the code from a supervisor")
         cluster.wait_workers(topology_id, 1)
         wait_until(lambda: len(acked_ids(out_dir)) >= 100, 90, "the topology to run (100 acks)")
         assert "WARNING" not in cluster.cli("list").stdout
