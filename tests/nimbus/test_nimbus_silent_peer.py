@@ -85,8 +85,14 @@ class SilentPeer:
 
 
 @pytest.fixture
-def conf(zk_conf: dict[str, Any]) -> dict[str, Any]:
-    return {**zk_conf, "storm.zookeeper.session.timeout": SESSION_MS}
+def session_ms() -> int:
+    """storm.zookeeper.session.timeout (so also the peer timeout); a test may parametrize it."""
+    return SESSION_MS
+
+
+@pytest.fixture
+def conf(zk_conf: dict[str, Any], session_ms: int) -> dict[str, Any]:
+    return {**zk_conf, "storm.zookeeper.session.timeout": session_ms}
 
 
 @pytest.fixture
@@ -164,7 +170,13 @@ def test_offering_code_to_a_silent_nimbus_gives_up_within_the_session_timeout(
     assert elapsed < bound + 1.5, f"the offer waited {elapsed:.1f}s on a silent Nimbus (bound {bound:.0f}s)"
 
 
-@pytest.mark.parametrize("sync_secs", [120, 0.5])
+# With the short sync period the leader's session ends PAUSE_SECS after the failed copy: past the
+# 0.5 s after which a standby that did not wait for the session would dial the silent leader again,
+# well before the peer timeout (4 s here) after which the standby dials it again by design.
+PAUSE_SECS = 1.25
+
+
+@pytest.mark.parametrize(("sync_secs", "session_ms"), [(120, SESSION_MS), (0.5, 4000)])
 def test_a_standby_whose_copy_failed_leads_as_soon_as_the_silent_leaders_session_ends(
         conf: dict[str, Any], silent: SilentPeer, silent_leader: ClusterState, standby_state: ClusterState,
         tmp_path: Path, sync_secs: float) -> None:
@@ -183,7 +195,8 @@ def test_a_standby_whose_copy_failed_leads_as_soon_as_the_silent_leaders_session
     try:
         wait_until(lambda: silent.closed, bound + 5, "the standby to give up its copy from the silent leader")
         assert silent.held_secs()[0] < bound + 1.5
-        time.sleep(1.0)                      # the standby now waits for the code (the leader is registered)
+        # the standby now waits for the code (the leader is registered); timed from the failed copy
+        time.sleep(max(0.0, silent.closed[0] + PAUSE_SECS - time.monotonic()))
         assert not led.is_set()
         silent_leader.close()                # its session ends: lock node and registration go
         ended = time.monotonic()
