@@ -47,7 +47,9 @@ class Tuple:
 
     Built with ``STORMPY_COMPILE=1``, ``tuple.pxd`` makes it an extension type whose slots
     are C fields, which the compiled receive loop (``task/drivers.py``) writes directly; it
-    behaves the same (subclasses, attribute reads and writes, equality, unpacking, pickling).
+    behaves the same (subclasses, attribute reads and writes, equality, unpacking, copies and
+    pickles, which ``__reduce__`` makes loadable by either build), except that its methods
+    cannot be replaced on the class and ``__class__`` cannot be reassigned.
 
     ``id`` is the tuple's edge id in its first tuple tree (None for unanchored tuples), which
     is unique enough for logging and de-duplication in user code.
@@ -121,6 +123,20 @@ class Tuple:
     def __hash__(self) -> int:
         return id(self)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles and copies as ``_restore(class, fields, extra)`` in both builds: compiled,
+        Cython's own pickling would keep only the C fields (a subclass's slots lost) in a
+        format the interpreted module cannot read, and workers of one cluster may differ."""
+        extra = dict(getattr(self, "__dict__", None) or {})
+        for klass in type(self).__mro__:
+            if klass in _OWN_CLASSES:
+                continue
+            slots = klass.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if name not in ("__dict__", "__weakref__") and hasattr(self, name):
+                    extra[name] = getattr(self, name)
+        return _restore, (type(self), tuple(getattr(self, name, None) for name in _FIELDS), extra)
+
 
 class ReceivedTuple(Tuple):
     """A Tuple built by the bolt executor's receive loop (one per received message).
@@ -135,3 +151,17 @@ class ReceivedTuple(Tuple):
 
     __slots__ = ()
     __init__ = object.__init__   # type: ignore[assignment]  # no frame: the caller fills the slots
+
+
+_FIELDS: tuple[str, ...] = tuple(Tuple.__slots__)
+_OWN_CLASSES = (Tuple, ReceivedTuple, object)
+
+
+def _restore(cls: type, fields: tuple[Any, ...], extra: dict[str, Any]) -> Tuple:
+    """A pickled or copied Tuple (or subclass) again (see ``Tuple.__reduce__``)."""
+    tup: Tuple = cls.__new__(cls)
+    for name, value in zip(_FIELDS, fields):
+        setattr(tup, name, value)
+    for name, value in extra.items():
+        setattr(tup, name, value)
+    return tup

@@ -205,7 +205,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], vals:
         index = len(messages)
     finally:
         hand[:] = (None, 0)   # on a raise, the tuple in hand fails (on_crash): its edges do not matter
-        ex.sample_countdown = sample
+        ex.sample_countdown = sample if sample > 0 else ex.settings.sample_every   # 0: a sampled tuple raised
         state[:] = (cur_key, run_start, skipped, not_acked, index)
 
 

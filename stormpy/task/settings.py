@@ -55,7 +55,8 @@ class ExecutorSettings:
             high_watermark=max(1, int(buffer * _HIGH_WATERMARK)),
             low_watermark=max(0, int(buffer * _LOW_WATERMARK)),
             restart_backoff_secs=max(0.0, float(cfg.read(conf, cfg.TOPOLOGY_TASK_RESTART_BACKOFF_SECS))),
-            sample_every=max(1, int(round(1.0 / rate))) if rate > 0 else 1 << 30,
+            # at most 1 << 30: the compiled receive loop counts down in a C integer (drivers.pxd)
+            sample_every=min(max(1, int(round(1.0 / rate))), 1 << 30) if rate > 0 else 1 << 30,
             debug=bool(cfg.read(conf, cfg.TOPOLOGY_DEBUG)),
             tick_freq_secs=float(tick) if tick else None,
             max_spout_pending=max(0, int(cfg.read(conf, cfg.TOPOLOGY_MAX_SPOUT_PENDING) or 0)),

@@ -169,12 +169,17 @@ def test_a_tuple_copies_pickles_and_subclasses_alike_compiled_or_not() -> None:
     for other in (pickle.loads(pickle.dumps(tup)), copy.copy(tup), copy.deepcopy(tup)):
         assert other == tup and other is not tup and other.id == 7 and other.values == ["a", 1]
 
+    # both builds pickle as stormpy.api.tuple._restore: a pickle made by one loads in the other
+    assert tup.__reduce__()[0].__qualname__ == "_restore"
+
     class Marked(Tuple):
         __slots__ = ("mark",)
 
     marked = Marked(None, "spout", "default", 3, ["b"], anchors=(11, 12))
     marked.mark = "seen"
     assert isinstance(marked, Tuple) and marked.mark == "seen" and marked.id == 12   # the first edge
+    for other in (copy.copy(marked), copy.deepcopy(marked)):
+        assert type(other) is Marked and other.mark == "seen" and other == marked
     tup.values = ["c"]
     assert tuple(tup)[4] == ["c"]
     with pytest.raises(AttributeError):

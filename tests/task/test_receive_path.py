@@ -175,6 +175,30 @@ def test_a_crash_in_process_counts_the_tuples_before_it_and_keeps_the_rest() -> 
     assert task.backlog == [batch[3:]]
 
 
+def test_a_crash_in_a_sampled_tuple_leaves_sampling_on() -> None:
+    """``topology.stats.sample.rate`` 0.5: every second tuple is timed. One that raises in
+    ``process`` must not leave the countdown at 0, where the next tuple would count past it
+    and no tuple would be timed again."""
+    SEEN.clear()
+    runtime, _ = _runtime(**{"topology.stats.sample.rate": 0.5})
+    ex, task = _bolt(runtime)
+    words = _src(runtime, "words")
+    assert ex.settings.sample_every == 2
+
+    def boom(tup: Any) -> None:
+        if tup.values[0] == "boom":
+            raise RuntimeError("boom")
+
+    task.driver.process = boom
+    try:
+        task.driver.on_messages([(DEFAULT_STREAM, words, [w], None) for w in ("a", "boom")])   # "boom" is sampled
+    except RuntimeError:
+        pass
+    ex.stats.execute_ms.clear()
+    task.driver.on_messages([(DEFAULT_STREAM, words, [w], None) for w in ("c", "d", "e", "f")])
+    assert ex.stats.execute_ms, "tuples after the crash are timed again"
+
+
 def test_one_target_emits_are_counted_before_each_batch_and_at_flush() -> None:
     runtime, recorder = _runtime(**{"topology.transfer.batch.size": 4})
     ex: SpoutExecutor = next(e for e in runtime.executors.values() if e.component_id == "words")

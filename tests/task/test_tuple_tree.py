@@ -92,7 +92,7 @@ def _bolt_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list
               _received("spout", spout_task, ["c d"], None),
               _received("spout", spout_task, ["e f"], (1, 2, 3, 4))]
     for tup in inputs:
-        task.current = tup             # what TupleDriver._deliver does per tuple
+        task.current = tup             # what drivers._deliver does per tuple
         task.hand[0] = tup._anchors
         for word in tup.values[0].split():
             if general:
