@@ -91,6 +91,9 @@ class CodeReplicator:
         self.tls = tls         # nimbus.thrift.tls.enable: the client TLS context (stormpy.tls.client_context)
         self.peer_timeout_secs = peer_timeout_secs   # see peer_timeout_secs(conf)
         self.unanswered: str | None = None   # the leader whose last copy failed for want of an answer
+        #: What was missing when the last ``sync_once`` began: a topology submitted after that
+        #: read had no chance to be copied yet, so the round does not call it missing (step()).
+        self.missing_at_sync: set[str] | None = None
         self._offered: dict[tuple[str, str], float] = {}
 
     def missing_code(self) -> list[str]:
@@ -106,6 +109,7 @@ class CodeReplicator:
                 log.info("removing code of %s: the topology is gone", topology_id)
                 self.files.remove_stormdist(topology_id)
         missing = self.missing_code()
+        self.missing_at_sync = set(missing)
         if not missing:
             return []
         leader = self.state.leader()
@@ -375,7 +379,9 @@ class LeaderElector:
             self.replicator.offer_to_peers()
         except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the next round
             log.warning("could not offer code to other Nimbus daemons: %s", exc)
-        missing = self._refresh_recovery()
+        # Only what this round's sync could have copied: a submit that landed after its read is
+        # copied next round, not asked of the supervisors with a CODE MISSING error now.
+        missing = self._refresh_recovery(among=self.replicator.missing_at_sync)
         if missing and self._another_may_hold(missing):
             log.info("not competing for leadership: code of %s is not here yet", ", ".join(missing))
             if acquire_timeout is None:
@@ -414,9 +420,12 @@ class LeaderElector:
                          leader or "none")
                 return
 
-    def _refresh_recovery(self) -> list[str]:
-        """The topologies whose code is missing here, asked of the supervisors (CodeRecovery)."""
+    def _refresh_recovery(self, among: set[str] | None = None) -> list[str]:
+        """The topologies whose code is missing here (only those ``among``, when given), asked of
+        the supervisors (CodeRecovery)."""
         missing = self.replicator.missing_code()
+        if among is not None:
+            missing = [topology_id for topology_id in missing if topology_id in among]
         if self.recovery is not None:
             self.recovery.refresh(missing)
         return missing

@@ -10,6 +10,7 @@ digests and then ends; the standbys are real ``LeaderElector`` threads with thei
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -120,3 +121,36 @@ def test_a_standby_lacking_the_code_leaves_the_lead_to_one_that_holds_it(leader_
     wait_until(lambda: holder.elector.leading, 20, "the standby holding the code to lead")
     time.sleep(1.0)
     assert _leaders(lacking + [holder]) == [holder.host_port]
+
+
+def test_a_submit_during_a_standbys_round_is_not_called_missing_until_a_round_could_copy_it(
+        zk_conf: dict[str, Any], standbys: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A topology whose StormBase lands after a standby's round read what it lacks (here: while
+    the round offers code to its peers) had no chance to be copied in that round: the round
+    neither asks the supervisors for it nor logs CODE MISSING. The next round, whose copy from
+    the (unreachable) leader fails, does both."""
+    leader = ClusterState(zk_conf)
+    try:
+        assert leader.acquire_leadership(DEAD_LEADER, timeout=10)   # alive; nothing listens there
+        node = standbys(STANDBYS[0], False)
+        replicator = node.elector.replicator
+        offer = replicator.offer_to_peers
+
+        def submit_then_offer() -> None:
+            leader.set_storm_base(TOPOLOGY, storm.StormBase(name="wc", status=storm.TopologyStatus.ACTIVE,
+                                                            num_workers=1, launch_time_secs=1))
+            leader.set_code_digests(TOPOLOGY, {name: "0" * 64 for name in (CODE_FILE, TOPOLOGY_FILE, CONF_FILE)})
+            replicator.offer_to_peers = offer   # type: ignore[method-assign]  # once
+            offer()
+
+        replicator.offer_to_peers = submit_then_offer   # type: ignore[method-assign]
+        with caplog.at_level(logging.ERROR, logger="stormpy.nimbus.ha"):
+            node.elector.step(acquire_timeout=0)
+            assert replicator.missing_code() == [TOPOLOGY], "the submit landed within the round"
+            assert TOPOLOGY not in node.state.code_requests().get(node.host_port, [])
+            assert "CODE MISSING" not in caplog.text
+            node.elector.step(acquire_timeout=0)
+            assert TOPOLOGY in node.state.code_requests().get(node.host_port, [])
+            assert f"CODE MISSING: topology {TOPOLOGY}" in caplog.text
+    finally:
+        leader.close()
