@@ -65,7 +65,9 @@ def test_files_read_once_each_copying_waits_bad_goes_aside(tmp_path: Path) -> No
         write(incoming / name, lines)
     write(incoming / "late.txt.COPYING", ["late-1", "late-2"])
     (incoming / "broken.txt").write_bytes(b"fine line\n\xff\xfe not utf-8\nnever read\n")
-    local = run(DirectorySpout(incoming, pattern="*.txt*", poll_interval_secs=0.2, lock_timeout_secs=5), "files")
+    # a long lock timeout: a task's step stalled for seconds on the loaded machine must not let
+    # the other task take its file over here (takeover has its own test below)
+    local = run(DirectorySpout(incoming, pattern="*.txt*", poll_interval_secs=0.2, lock_timeout_secs=60), "files")
     try:
         every = [line for lines in files.values() for line in lines]
         wait_until(lambda: all(SEEN[line] for line in every), 60, "every line of the 3 complete files")
