@@ -35,6 +35,8 @@ from stormpy.api.contract import BoltDriver, BoltOutputCollector, ComponentEngin
 from stormpy.api.tuple import Tuple
 
 log = logging.getLogger(__name__)
+#: ``timer_interval_secs`` when the user assigned none (``None`` is a value they may assign).
+_UNSET: Any = object()
 
 #: How the engine feeds the API's own bolts: ``"tuple"`` (``Bolt``: one ``process`` call per
 #: tuple) and ``"batching"`` (``BatchingBolt``), each called as ``driver(task, bolt)``. The
@@ -114,7 +116,10 @@ class Component:
         self.metrics = Metrics()
         self._stormpy_logger = logging.LoggerAdapter(logging.getLogger(f"stormpy.component.{component_id}"),
                                                      {"task_id": task_id})
-        if "logger" not in vars(self) and type(self).logger is Component.logger:
+        # Not ``vars(self)``: on Python 3.11 that turns the instance's attributes into a dict
+        # the interpreter's attribute cache cannot serve, and every ``self.x`` in the user's
+        # ``process`` then takes the slow lookup (about 270 machine instructions each).
+        if self.logger is Component.logger:
             self.logger = self._stormpy_logger   # a logger the user set in __init__ or the class stays
         # Fast path: the task's emit is bound straight onto the instance unless the user
         # overrode emit (then their override calls Component.emit, which delegates).
@@ -340,8 +345,9 @@ class BatchingBolt(Bolt):
     def timer_interval_secs(self) -> float | None:
         """Time drives batches unless ``ticks_between_batches`` is set (pystorm: ticks only);
         a value the user assigns wins."""
-        if "_timer_interval_secs" in vars(self):
-            return self._timer_interval_secs
+        assigned = getattr(self, "_timer_interval_secs", _UNSET)   # not vars(self): see _attach
+        if assigned is not _UNSET:
+            return assigned
         return None if self.ticks_between_batches else self.secs_between_batches
 
     @timer_interval_secs.setter

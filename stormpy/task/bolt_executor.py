@@ -21,7 +21,7 @@ from stormpy.streams import SYSTEM_COMPONENT, TICK
 from stormpy.task.drivers import Driver
 from stormpy.task.emit import Message, make_emit
 from stormpy.task.executor import Executor, TaskBase
-from stormpy.task.tree import ANCHOR_ELSEWHERE, bolt_place, fast_bolt_emit
+from stormpy.task.tree import ANCHOR_ELSEWHERE, Hand, bolt_place, fast_bolt_emit
 from stormpy.api.tuple import Tuple, values_class
 
 if TYPE_CHECKING:
@@ -62,15 +62,9 @@ class BoltTask(TaskBase):
         self.backlog: list[list[Any]] = []
         self.backlog_held = 0      # messages of ``backlog`` counted in the executor's ``queued``
         self.auto_anchor = True
-        #: What the fast emit (``tree.fast_bolt_emit``) needs of the tuple in hand, in one
-        #: list it reads by index instead of four attributes of two objects (a compiled
-        #: attribute read costs ~160 machine instructions, a list item ~20): ``hand[0]`` is
-        #: the anchors to extend (None: emit unanchored; ``ANCHOR_ELSEWHERE``: take the general
-        #: path, which reads ``current`` and ``batch_anchors`` itself) and ``hand[1]`` the
-        #: edges emitted from ``current`` not yet in its ``_ack_val``. The driver sets it per
-        #: tuple and folds ``hand[1]`` after ``process``; ``fold_hand`` does it for acks in
-        #: ``process``. Invariant: the ack value of ``current`` is ``_ack_val ^ hand[1]``.
-        self.hand: list[Any] = [None, 0]
+        #: What the fast emit (``tree.fast_bolt_emit``) needs of the tuple in hand: the anchors
+        #: to extend and the edges emitted from it not yet in its ack value (see ``tree.Hand``).
+        self.hand = Hand()
         self.driver: Any = None          # Driver, set by _bind
         self.process_tick: Any = None    # the component's process_tick, set by _bind
         self.emit = make_emit(self, bolt_place(self), fast_bolt_emit, starts_trees=False)
@@ -79,23 +73,23 @@ class BoltTask(TaskBase):
     def anchored(self, tups: Iterable[Any]) -> Iterator[None]:
         """Within the block, emits without ``anchors=`` are anchored to ``tups``."""
         previous, hand = self.batch_anchors, self.hand
-        previous_hand = hand[0]
+        previous_hand = hand.roots
         self.batch_anchors = list(tups)
-        hand[0] = ANCHOR_ELSEWHERE
+        hand.roots = ANCHOR_ELSEWHERE
         try:
             yield
         finally:
             self.batch_anchors = previous
-            hand[0] = previous_hand
+            hand.roots = previous_hand
 
     def fold_hand(self) -> None:
-        """Move the edges the fast emit kept in ``hand[1]`` into the tuple in hand, before
+        """Move the edges the fast emit kept in ``hand.edges`` into the tuple in hand, before
         its ack value is read or another tuple takes its place."""
         hand = self.hand
-        if hand[1]:
+        if hand.edges:
             if self.current is not None:
-                self.current._ack_val ^= hand[1]
-            hand[1] = 0
+                self.current._ack_val ^= hand.edges
+            hand.edges = 0
 
     def resolve(self, tup: Any) -> Tuple | None:
         """pystorm also accepts a tuple id for ack/fail: find the held tuple it names."""
@@ -211,14 +205,14 @@ class BoltTask(TaskBase):
     def processing(self, tup: Tuple) -> Iterator[None]:
         """Within the block ``tup`` is the tuple in hand (see the component contract); on an
         exception it stays in hand, so the crash handler fails it."""
-        self.fold_hand()   # hand[1] belongs to the tuple in hand until now
+        self.fold_hand()   # hand.edges belong to the tuple in hand until now
         previous, hand = self.current, self.hand
-        previous_hand = hand[0]
+        previous_hand = hand.roots
         self.current = tup
-        hand[0] = ANCHOR_ELSEWHERE
+        hand.roots = ANCHOR_ELSEWHERE
         yield
         self.current = previous
-        hand[0] = previous_hand
+        hand.roots = previous_hand
 
     def on_crash(self) -> None:
         """Fail the tuple in hand, held tuples and what the driver holds (they replay)."""
@@ -239,7 +233,7 @@ class BoltTask(TaskBase):
         self.held.clear()
         self.current = None
         self.batch_anchors = None
-        self.hand[:] = (None, 0)
+        self.hand.clear()
 
 
 #: What the receive loop needs of a (source task, stream): the source component, the values

@@ -1,10 +1,13 @@
 # Cython declarations for drivers.py (STORMPY_COMPILE=1, setup.py): the receive loop's tuple is
 # the extension type of api/tuple.pxd, so its slots are C writes; its counters are C integers.
 # ``messages`` stays untyped: a batch may be a list or a tuple (a message envelope off the wire).
+# ``shared`` (a source's cache of values, or None) is a dict, so its ``get`` is a C lookup, and
+# ``hand`` (``BoltTask.hand``) the extension type of tree.pxd, its fields read in C.
 import cython
 from stormpy.api.tuple cimport ReceivedTuple
+from stormpy.task.tree cimport Hand
 
 @cython.locals(tup=ReceivedTuple, sample=cython.Py_ssize_t, index=cython.Py_ssize_t, run_start=cython.Py_ssize_t,
                skipped=cython.Py_ssize_t, not_acked=cython.Py_ssize_t, tracked=cython.bint, auto_ack=cython.bint,
-               auto_anchor=cython.bint)
+               auto_anchor=cython.bint, shared=dict, hand=Hand)
 cpdef _deliver(self, messages, list acked, list vals, list state)

@@ -32,7 +32,7 @@ from stormpy.task.tree import Anchors
 try:
     import cython   # compiled, a constant of the compiler: the interpreted branch is not built
 except ImportError:   # Cython is only needed to build: interpreted without it, the same answer
-    from stormpy.task import not_compiled as cython
+    from stormpy.task import not_compiled as cython   # type: ignore[no-redef]  # the same names
 
 if TYPE_CHECKING:
     from stormpy.api.contract import BoltOutputCollector
@@ -181,16 +181,15 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], vals:
             tup._done = False
             task.current = tup
             if auto_anchor:
-                hand[0] = anchors
+                hand.roots = anchors
             sample -= 1
             if sample:
                 process(tup)
             else:
                 sample = self._process_sampled(tup, now)
-            edges = hand[1]
-            if edges:   # emitted from tup by the fast emit: into its ack value
-                hand[1] = 0
-                tup._ack_val ^= edges
+            if hand.edges:   # emitted from tup by the fast emit: into its ack value
+                tup._ack_val ^= hand.edges
+                hand.edges = 0
             if tup._done:   # acked or failed in process
                 not_acked += 1
             elif auto_ack:
@@ -204,7 +203,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], vals:
         task.current = None
         index = len(messages)
     finally:
-        hand[:] = (None, 0)   # on a raise, the tuple in hand fails (on_crash): its edges do not matter
+        hand.clear()   # on a raise, the tuple in hand fails (on_crash): its edges do not matter
         ex.sample_countdown = sample if sample > 0 else ex.settings.sample_every   # 0: a sampled tuple raised
         state[:] = (cur_key, run_start, skipped, not_acked, index)
 

@@ -32,6 +32,7 @@ the same order, which ``tests/task/test_tuple_tree.py`` checks. Executor thread 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -39,6 +40,11 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from stormpy.streams import ACK_ACK, ACK_FAIL, ACK_INIT, DEFAULT_STREAM
+
+try:
+    import cython   # compiled, a constant of the compiler: the interpreted branches are not built
+except ImportError:   # Cython is only needed to build: interpreted without it, the same answers
+    from stormpy.task import not_compiled as cython   # type: ignore[no-redef]  # the same names
 
 if TYPE_CHECKING:
     from stormpy.task.bolt_executor import BoltTask
@@ -60,12 +66,79 @@ EmitFn = Callable[..., "list[int] | None"]
 
 _getrandbits = random.getrandbits
 _flatten = chain.from_iterable
+
+# Tuple-tree ids (roots and edges): random 64-bit integers, drawn once per emitted tuple.
+# Interpreted they come from ``random.getrandbits``. Compiled (``tree.pxd``) they come from
+# the splitmix64 generator below, in C: ``getrandbits(64)`` called from compiled code cost about
+# 480 machine instructions an id (the call, two Mersenne Twister words, a long made from bytes),
+# 5% of a counted word in the local word count, where the generator and the long it returns
+# cost under 60. The ids only need to be unpredictable enough not to collide or cancel in the
+# acker's XOR: splitmix64 passes BigCrush, and its state is seeded from ``os.urandom`` in each
+# process (again in a forked child, as ``random`` is).
+_MASK = (1 << 64) - 1
+_GAMMA, _MIX1, _MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_id_state = int.from_bytes(os.urandom(8), "little")
+
+
+def _draw() -> int:
+    """The next splitmix64 output. Compiled, in C integers; interpreted (masked to the same
+    numbers) the emit paths use ``getrandbits`` instead, which is faster there."""
+    global _id_state
+    _id_state = (_id_state + _GAMMA) & _MASK
+    z = _id_state
+    z = ((z ^ (z >> 30)) * _MIX1) & _MASK
+    z = ((z ^ (z >> 27)) * _MIX2) & _MASK
+    return z ^ (z >> 31)
+
+
+def next_id() -> int:
+    """A new random 64-bit tuple-tree id, drawn as the emit paths draw them."""
+    return _draw() if cython.compiled else _getrandbits(64)
+
+
+def seed_ids(seed: int) -> None:
+    """Make the ids drawn from now on repeatable (tests compare two emit paths' traffic)."""
+    global _id_state
+    random.seed(seed)
+    _id_state = seed & _MASK
+
+
+def _reseed_ids() -> None:
+    global _id_state
+    _id_state = int.from_bytes(os.urandom(8), "little")
+
+
+os.register_at_fork(after_in_child=_reseed_ids)
 # Value types the short path accepts without a call; ints need a range check.
 _FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
-#: ``BoltTask.hand[0]`` while emits anchor to something other than the driver's tuple in hand
-#: (``anchored()``, ``processing()``): its length is not 2, so the fast emit takes the general
-#: path, which reads ``batch_anchors`` and ``current`` itself.
+#: ``BoltTask.hand.roots`` while emits anchor to something other than the driver's tuple in
+#: hand (``anchored()``, ``processing()``): its length is not 2, so the fast emit takes the
+#: general path, which reads ``batch_anchors`` and ``current`` itself.
 ANCHOR_ELSEWHERE: Anchors = ()
+
+
+class Hand:
+    """What the fast bolt emit needs of the tuple in hand (``BoltTask.hand``), in one object
+    of two slots instead of attributes of two objects.
+
+    ``roots`` is the anchors to extend (None: emit unanchored; ``ANCHOR_ELSEWHERE``: take the
+    general path) and ``edges`` the XOR of the edges emitted from the tuple in hand not yet in
+    its ``_ack_val``. The receive loop sets ``roots`` per tuple and folds ``edges`` after
+    ``process``; ``BoltTask.fold_hand`` does it for acks in ``process``. Invariant: the ack
+    value of ``current`` is ``_ack_val ^ edges``. Compiled (``tree.pxd``) ``edges`` is a C
+    64-bit integer: the emit XORs into it without making an int object per word.
+    """
+
+    __slots__ = ("roots", "edges")
+
+    def __init__(self) -> None:
+        self.roots: Anchors | None = None
+        self.edges = 0
+
+    def clear(self) -> None:
+        """Nothing in hand (between batches, after a crash)."""
+        self.roots = None
+        self.edges = 0
 
 
 class TupleTrees:
@@ -106,9 +179,14 @@ class TupleTrees:
     def start(self, targets: Sequence[int], stream: str, spout_task: int, values: list[Any]) -> int:
         """Start a tree: a new root, one anchored message per target, ``__ack_init`` to the
         root's acker. Returns the root (the spout task's pending map keeps it)."""
-        root = _getrandbits(self.root_bits) * self.root_mult + self.root_home
+        root = self.new_root()
         self.init(root, self.edges(targets, stream, spout_task, values, root), spout_task)
         return root
+
+    def new_root(self) -> int:
+        """A new tree's root id: random, and ``root % num_ackers`` is its acker (``home_acker``)."""
+        bits = (_draw() >> (64 - self.root_bits)) if cython.compiled else _getrandbits(self.root_bits)
+        return bits * self.root_mult + self.root_home
 
     def edges(self, targets: Sequence[int], stream: str, src: int, values: list[Any], root: int) -> int:
         """One message per target anchored to ``(root, new edge)``; returns the XOR of the edges.
@@ -123,7 +201,7 @@ class TupleTrees:
         getrandbits = _getrandbits
         acc = 0
         for dest in targets:
-            edge = getrandbits(64)
+            edge = next_id() if cython.compiled else getrandbits(64)
             acc ^= edge
             box = boxes[dest]
             box.append((stream, src, values, (root, edge)))
@@ -172,7 +250,8 @@ class TupleTrees:
                 vals.append(tup._ack_val)
         self.settle_runs(anchors_list, vals)
 
-    def settle_runs(self, anchors_list: Sequence[Anchors], vals: Sequence[int]) -> None:
+    @cython.locals(pending=dict, anchors_list=list)   # compiled: the dict's get and set in C
+    def settle_runs(self, anchors_list: list[Anchors], vals: Sequence[int]) -> None:
         """``settle`` for the acked tuples of a received batch, given as their anchors and ack
         values (the driver keeps these, not the Tuples: holding a batch's Tuples alive until
         the end of the batch measured 25% more per tuple). Consecutive tuples of one root (a
@@ -185,7 +264,6 @@ class TupleTrees:
         if not self.num_ackers:
             return
         pending = self.pending
-        get = pending.get
         run_root: int | None = None
         run_val = 0
         for anchors in anchors_list:
@@ -193,14 +271,14 @@ class TupleTrees:
                 self.settle(anchors)
                 continue
             root, edge = anchors
-            if root == run_root:
+            if root is run_root or root == run_root:   # in one process a tree's words share the root object
                 run_val ^= edge
             else:
                 if run_root is not None:
-                    pending[run_root] = get(run_root, 0) ^ run_val
+                    pending[run_root] = pending.get(run_root, 0) ^ run_val
                 run_root, run_val = root, edge
         if run_root is not None:
-            pending[run_root] = get(run_root, 0) ^ run_val
+            pending[run_root] = pending.get(run_root, 0) ^ run_val
         if any(vals):   # every root is in ``pending`` now
             for anchors, val in zip(anchors_list, vals):
                 if not val:
@@ -381,7 +459,7 @@ def _anchored_place(task: BoltTask) -> Callable[[str, list[Any], Sequence[int], 
                 if not pairs:
                     continue
                 roots = pairs[0::2]
-                edge = getrandbits(64)
+                edge = next_id() if cython.compiled else getrandbits(64)
                 if type(anchor) is tuple:  # a raw message: no ack value of its own
                     extend_raw(roots, edge)
                 else:
@@ -436,48 +514,45 @@ def bolt_place(task: BoltTask) -> Place:
 #
 # Compiled (Cython, ``STORMPY_COMPILE=1``), a method called on a value of unknown type, like
 # ``cache.get(key)``, is looked up by name per call: about 550 machine instructions where the
-# interpreter's specialized call costs a fifth of that. Methods called per tuple are bound once.
-
-
-def _key_get(route: FastRoute) -> Callable[[Any], list[int] | None] | None:
-    """The fields-grouping cache's ``get``, bound once (see above), or None without a cache."""
-    return route.key_cache.get if route.key_cache is not None else None
+# interpreter's specialized call costs a fifth of that. So the closures' state is declared
+# (``cython.declare``): the key cache as a dict (its ``get`` is a C lookup), the lists as
+# lists (``append`` and indexing inline), sizes and counts as C integers. Interpreted, the
+# declarations do nothing.
 
 
 def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: EmitFn) -> EmitFn:
     """A spout's ``emit`` for the default stream with plain values: one target inlines
     ``spout_place`` (a new tree: root, edge, ``__ack_init``, pending entry); the rest goes to
     ``place`` (other target counts) or ``general`` (any other argument)."""
-    select, nfields, counter, check_value = route.select, route.num_fields, route.counter, route.check_value
-    one_field, ticks = nfields == 1, route.ticks
-    key_index, key_get = route.key_index, _key_get(route)
-    fast_types = _FAST_TYPES
-    tid = task.task_id
-    outbox = task.trees.outbox
-    boxes, batch_size, send_full = outbox.boxes, outbox.batch_size, outbox.send_full
-    num_ackers, all_inits = task.trees.num_ackers, task.trees.inits
-    max_inits, send_inits = task.trees.max_inits, task.trees.send_inits
+    cython.declare(nfields=cython.Py_ssize_t, key_index=cython.Py_ssize_t, batch_size=cython.Py_ssize_t,
+                   num_ackers=cython.Py_ssize_t, max_inits=cython.Py_ssize_t, one_field=cython.bint, ticks=list,
+                   key_cache=dict, all_inits=list, root_shift=cython.ulonglong, c_mult=cython.ulonglong,
+                   c_home=cython.ulonglong)
+    select, counter, check_value, ticks = route.select, route.counter, route.check_value, route.ticks
+    nfields, one_field, key_index, key_cache = route.num_fields, route.num_fields == 1, route.key_index, route.key_cache
+    fast_types, tid, trees, boxes = _FAST_TYPES, task.task_id, task.trees, task.trees.outbox.boxes
+    send_full, batch_size = trees.outbox.send_full, trees.outbox.batch_size
+    num_ackers, all_inits, max_inits, send_inits = trees.num_ackers, trees.inits, trees.max_inits, trees.send_inits
     pending_put, getrandbits, monotonic = task.pending.put, _getrandbits, time.monotonic
-    root_bits, root_mult, root_home = task.trees.root_bits, task.trees.root_mult, task.trees.root_home
+    root_bits, root_mult, root_home = trees.root_bits, trees.root_mult, trees.root_home
+    root_shift, c_mult, c_home = 64 - root_bits, root_mult, root_home   # compiled: C integers
 
+    @cython.locals(r=cython.ulonglong, index=cython.Py_ssize_t, inits=list, root=object, edge=object)
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
              direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
         if (stream is not None or anchors is not None or direct_task is not None or need_task_ids
                 or type(values) is not list or len(values) != nfields):
             return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
         if one_field:   # one value: no iterator (a third of the check's cost)
-            if type(values[0]) not in fast_types:
+            if type(values[0]) is not str and type(values[0]) not in fast_types:
                 check_value(values[0])
         else:
             for value in values:
                 if type(value) not in fast_types:
                     check_value(value)
-        if key_get is not None:
-            key = values[key_index]
-            targets = key_get(key) if type(key) is str else None
-            if targets is None:
-                targets = select(values)
-        else:
+        key = values[key_index] if key_cache is not None else None
+        targets = key_cache.get(key) if type(key) is str else None   # type: ignore[union-attr]  # str: a cache
+        if targets is None:
             targets = select(values)
         if len(targets) != 1 or (tup_id is not None and not num_ackers):
             counter[0] += 1
@@ -490,10 +565,11 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
         if tup_id is None:
             box.append((DEFAULT_STREAM, tid, values, None))
         else:
-            root, edge = getrandbits(root_bits) * root_mult + root_home, getrandbits(64)
+            r = ((_draw() >> root_shift) * c_mult + c_home if cython.compiled
+                 else getrandbits(root_bits) * root_mult + root_home)
+            root, edge, index = r, (next_id() if cython.compiled else getrandbits(64)), r % num_ackers
             box.append((DEFAULT_STREAM, tid, values, (root, edge)))
             pending_put(root, [tup_id, monotonic(), DEFAULT_STREAM])
-            index = root % num_ackers
             inits = all_inits[index]
             inits += (root, edge, tid)
             if len(inits) >= max_inits:
@@ -510,36 +586,32 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
     """A bolt's ``emit`` for the default stream with plain values: one target and a tuple in
     hand with one root (or none) inlines ``bolt_place``; the rest goes to ``place`` (other
     anchoring) or ``general`` (any other argument)."""
-    select, nfields, counter, check_value = route.select, route.num_fields, route.counter, route.check_value
-    one_field, ticks = nfields == 1, route.ticks
-    key_index, key_get = route.key_index, _key_get(route)
-    fast_types = _FAST_TYPES
-    tid = task.task_id
-    hand = task.hand
-    outbox = task.trees.outbox
-    boxes, batch_size, send_full = outbox.boxes, outbox.batch_size, outbox.send_full
+    cython.declare(nfields=cython.Py_ssize_t, key_index=cython.Py_ssize_t, batch_size=cython.Py_ssize_t,
+                   one_field=cython.bint, ticks=list, key_cache=dict, hand=Hand)
+    select, counter, check_value, ticks = route.select, route.counter, route.check_value, route.ticks
+    nfields, one_field, key_index, key_cache = route.num_fields, route.num_fields == 1, route.key_index, route.key_cache
+    fast_types, tid, hand = _FAST_TYPES, task.task_id, task.hand
+    boxes, send_full, batch_size = task.trees.outbox.boxes, task.trees.outbox.send_full, task.trees.outbox.batch_size
     getrandbits = _getrandbits
 
+    @cython.locals(edge=cython.ulonglong)
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
              direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
         if (stream is not None or anchors is not None or direct_task is not None or need_task_ids
                 or type(values) is not list or len(values) != nfields or tup_id is not None):
             return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
         if one_field:   # one value: no iterator (a third of the check's cost)
-            if type(values[0]) not in fast_types:
+            if type(values[0]) is not str and type(values[0]) not in fast_types:
                 check_value(values[0])
         else:
             for value in values:
                 if type(value) not in fast_types:
                     check_value(value)
-        if key_get is not None:
-            key = values[key_index]
-            targets = key_get(key) if type(key) is str else None
-            if targets is None:
-                targets = select(values)
-        else:
+        key = values[key_index] if key_cache is not None else None
+        targets = key_cache.get(key) if type(key) is str else None   # type: ignore[union-attr]  # str: a cache
+        if targets is None:
             targets = select(values)
-        roots = hand[0]   # the tuple in hand's anchors, see BoltTask.hand
+        roots = hand.roots   # the tuple in hand's anchors, see Hand
         if len(targets) != 1 or (roots is not None and len(roots) != 2):
             counter[0] += 1
             counter[1] += len(targets)
@@ -551,8 +623,8 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
         if roots is None:
             box.append((DEFAULT_STREAM, tid, values, None))
         else:
-            edge = getrandbits(64)
-            hand[1] ^= edge
+            edge = _draw() if cython.compiled else getrandbits(64)
+            hand.edges ^= edge
             box.append((DEFAULT_STREAM, tid, values, (roots[0], edge)))
         if len(box) >= batch_size:
             send_full(dest)

@@ -35,6 +35,8 @@ from stormpy.api.tuple import Tuple
 from stormpy.windowing import windows as w
 
 log = logging.getLogger(__name__)
+#: ``timer_interval_secs`` when the user assigned none (``None`` is a value they may assign).
+_UNSET: Any = object()
 
 #: How often (at most) the executor's timer advances a time-based window, in seconds.
 _MAX_TIMER_SECS = 0.25
@@ -171,8 +173,9 @@ class WindowedBolt(Bolt):
     @property
     def timer_interval_secs(self) -> float | None:  # type: ignore[override]
         """What the window needs (a value the user assigns wins)."""
-        if "_timer_interval_secs" in vars(self):
-            return self._timer_interval_secs
+        assigned = getattr(self, "_timer_interval_secs", _UNSET)   # not vars(self): see Component._attach
+        if assigned is not _UNSET:
+            return assigned
         spec = self._window_spec()
         if spec is None:
             return None

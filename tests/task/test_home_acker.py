@@ -11,7 +11,7 @@ from stormpy.api.compile import compile_topology
 from stormpy.streams import ACK_INIT, DEFAULT_STREAM
 from stormpy.task.runtime import WorkerRuntime
 from stormpy.task.spout_executor import SpoutExecutor, SpoutTask
-from stormpy.task.tree import TupleTrees
+from stormpy.task.tree import TupleTrees, next_id, seed_ids
 from stormpy.topology.plan import build_plan
 from tests.task.test_tuple_tree import Recorder
 
@@ -44,7 +44,7 @@ def _spout_inits(general: bool, seed: int, acker_here: int | None, ackers: int =
     runtime = WorkerRuntime(plan, ranges, recorder)
     ex: SpoutExecutor = next(e for e in runtime.executors.values() if e.component_id == "spout")
     task = SpoutTask(ex, ex.start_task)
-    random.seed(seed)
+    seed_ids(seed)
     for n in range(200):
         if general:
             task.emit([f"s{n}"], tup_id=n, stream=DEFAULT_STREAM)
@@ -70,8 +70,8 @@ def test_both_emit_paths_draw_the_same_home_roots() -> None:
 
 def test_with_every_acker_in_the_process_roots_are_drawn_as_before() -> None:
     _ackers, dests, roots = _spout_inits(general=False, seed=4, acker_here=None)
-    random.seed(4)
-    drawn = [random.getrandbits(64) for _ in range(400)]   # a root and an edge per tree
+    seed_ids(4)
+    drawn = [next_id() for _ in range(400)]   # a root and an edge per tree
     assert sorted(roots) == sorted(drawn[0::2])
     assert len(set(dests)) > 1                       # spread over every acker task
 

@@ -18,6 +18,7 @@ from stormpy.streams import ACK_ACK, ACK_INIT, DEFAULT_STREAM
 from stormpy.task.bolt_executor import BoltExecutor, BoltTask
 from stormpy.task.runtime import WorkerRuntime
 from stormpy.task.spout_executor import SpoutExecutor, SpoutTask
+from stormpy.task.tree import seed_ids
 from stormpy.api.compile import compile_topology
 from stormpy.topology.plan import build_plan
 
@@ -68,7 +69,7 @@ def _received(component: str, src: int, values: list[Any], anchors: tuple[int, .
 
 
 def _spout_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list[int]]:
-    random.seed(seed)
+    seed_ids(seed)
     runtime, recorder = _runtime()
     ex: SpoutExecutor = _executor(runtime, "spout")
     task = SpoutTask(ex, ex.start_task)
@@ -83,7 +84,7 @@ def _spout_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], lis
 
 
 def _bolt_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list[Tuple]]:
-    random.seed(seed)
+    seed_ids(seed)
     runtime, recorder = _runtime()
     ex: BoltExecutor = _executor(runtime, "split")
     task = BoltTask(ex, ex.start_task)
@@ -93,13 +94,13 @@ def _bolt_traffic(general: bool, seed: int) -> tuple[list[tuple[int, Any]], list
               _received("spout", spout_task, ["e f"], (1, 2, 3, 4))]
     for tup in inputs:
         task.current = tup             # what drivers._deliver does per tuple
-        task.hand[0] = tup._anchors
+        task.hand.roots = tup._anchors
         for word in tup.values[0].split():
             if general:
                 task.emit([word], stream=DEFAULT_STREAM)
             else:
                 task.emit([word])
-        task.ack(tup)   # folds the fast emit's edges (task.hand[1]) into the ack value
+        task.ack(tup)   # folds the fast emit's edges (task.hand.edges) into the ack value
     task.current = None
     ex.flush()
     return recorder.sent, inputs
