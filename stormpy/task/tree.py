@@ -250,7 +250,8 @@ class TupleTrees:
                 vals.append(tup._ack_val)
         self.settle_runs(anchors_list, vals)
 
-    @cython.locals(pending=dict, anchors_list=list)   # compiled: the dict's get and set in C
+    @cython.locals(pending=dict, anchors_list=list, run_val=cython.ulonglong, edge=cython.ulonglong,
+                   i=cython.Py_ssize_t, run_start=cython.Py_ssize_t)
     def settle_runs(self, anchors_list: list[Anchors], vals: Sequence[int]) -> None:
         """``settle`` for the acked tuples of a received batch, given as their anchors and ack
         values (the driver keeps these, not the Tuples: holding a batch's Tuples alive until
@@ -260,25 +261,37 @@ class TupleTrees:
 
         The edges and the ack values are settled in two passes (XOR is associative): a bolt
         that emits nothing (a count) acks tuples whose values are all 0, and the second pass is
-        then one ``any`` in C (2% of a word's instructions in the local word count, callgrind)."""
+        then one ``any`` in C (2% of a word's instructions in the local word count, callgrind).
+
+        Compiled, a run's XOR is a C 64-bit integer (``tree.pxd``): no int object per tuple.
+        An id outside 0..2**64-1 (a peer's bug: the wire checks ids are ints) does not fit; the
+        batch's rest, from the run that met it, is then settled one tuple at a time as
+        Python ints, as interpreted."""
         if not self.num_ackers:
             return
         pending = self.pending
         run_root: int | None = None
         run_val = 0
-        for anchors in anchors_list:
-            if len(anchors) != 2:
-                self.settle(anchors)
-                continue
-            root, edge = anchors
-            if root is run_root or root == run_root:   # in one process a tree's words share the root object
-                run_val ^= edge
-            else:
-                if run_root is not None:
-                    pending[run_root] = pending.get(run_root, 0) ^ run_val
-                run_root, run_val = root, edge
-        if run_root is not None:
-            pending[run_root] = pending.get(run_root, 0) ^ run_val
+        run_start = i = 0
+        try:
+            for i, anchors in enumerate(anchors_list):
+                if len(anchors) != 2:
+                    self.settle(anchors)
+                    continue
+                root, edge = anchors
+                if root is run_root or root == run_root:   # in one process a tree's words share the root object
+                    run_val ^= edge
+                else:
+                    if run_root is not None:
+                        pending[run_root] = pending.get(run_root, 0) ^ run_val
+                    run_root, run_start = root, i
+                    run_val = edge
+            if run_root is not None:
+                pending[run_root] = pending.get(run_root, 0) ^ run_val
+        except OverflowError:
+            for j in range(run_start, len(anchors_list)):
+                if j > i or len(anchors_list[j]) == 2:   # tuples of several roots before i are settled
+                    self.settle(anchors_list[j])
         if any(vals):   # every root is in ``pending`` now
             for anchors, val in zip(anchors_list, vals):
                 if not val:
@@ -533,7 +546,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
     fast_types, tid, trees, boxes = _FAST_TYPES, task.task_id, task.trees, task.trees.outbox.boxes
     send_full, batch_size = trees.outbox.send_full, trees.outbox.batch_size
     num_ackers, all_inits, max_inits, send_inits = trees.num_ackers, trees.inits, trees.max_inits, trees.send_inits
-    pending_put, getrandbits, monotonic = task.pending.put, _getrandbits, time.monotonic
+    getrandbits, monotonic = _getrandbits, time.monotonic
     root_bits, root_mult, root_home = trees.root_bits, trees.root_mult, trees.root_home
     root_shift, c_mult, c_home = 64 - root_bits, root_mult, root_home   # compiled: C integers
 
@@ -569,7 +582,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
                  else getrandbits(root_bits) * root_mult + root_home)
             root, edge, index = r, (next_id() if cython.compiled else getrandbits(64)), r % num_ackers
             box.append((DEFAULT_STREAM, tid, values, (root, edge)))
-            pending_put(root, [tup_id, monotonic(), DEFAULT_STREAM])
+            task.pending_live[root] = [tup_id, monotonic(), DEFAULT_STREAM]   # a new root: in no older map
             inits = all_inits[index]
             inits += (root, edge, tid)
             if len(inits) >= max_inits:

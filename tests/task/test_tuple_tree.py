@@ -198,6 +198,24 @@ def test_the_driver_settles_a_batch_as_acking_each_tuple_would() -> None:
     assert set(by_driver) == set(roots)
 
 
+def test_ids_out_of_the_64_bit_range_settle_as_each_tuple_would() -> None:
+    """Compiled, a run's XOR is a C 64-bit integer; a negative or too large id (a peer's bug)
+    sends the rest of the batch, from that run on, through ``settle`` one tuple at a time:
+    nothing is settled twice or lost. Interpreted it is the same arithmetic."""
+    random.seed(5)
+    roots = [random.getrandbits(64) for _ in range(3)]
+    for bad in (-7, 2**70):
+        anchors = [(roots[0], 1), (roots[0], 2), (roots[1], 3, roots[2], 4), (roots[1], 5),
+                   (roots[1], bad), (roots[1], 6), (roots[2], 7, roots[0], 8), (roots[2], 9), (roots[0], 10)]
+        vals = [0, 11, 0, 12, 0, 0, 13, 0, 0]
+        in_runs = _executor(_runtime()[0], "count").trees
+        in_runs.settle_runs(anchors, vals)
+        one_by_one = _executor(_runtime()[0], "count").trees
+        for a, v in zip(anchors, vals):
+            one_by_one.settle(a, v)
+        assert in_runs.pending == one_by_one.pending, bad
+
+
 def test_settling_in_runs_equals_settling_each_tuple_with_its_ack_value() -> None:
     """``settle_runs`` combines consecutive tuples of one root; with the ack values of tuples
     that emitted (nonzero) it must leave what one ``settle`` per tuple leaves."""
