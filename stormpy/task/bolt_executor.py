@@ -55,19 +55,28 @@ class BoltTask(TaskBase):
     def __init__(self, executor: "BoltExecutor", task_id: int) -> None:
         super().__init__(executor, task_id)
         self.executor: BoltExecutor = executor
-        self.current: Tuple | None = None
         #: Set by ``Bolt.anchored(tups)``: emits without explicit anchors anchor to these.
         self.batch_anchors: list[Any] | None = None
         self.held: dict[int, Tuple] = {}
         self.backlog: list[list[Any]] = []
         self.backlog_held = 0      # messages of ``backlog`` counted in the executor's ``queued``
         self.auto_anchor = True
-        #: What the fast emit (``tree.fast_bolt_emit``) needs of the tuple in hand: the anchors
-        #: to extend and the edges emitted from it not yet in its ack value (see ``tree.Hand``).
+        #: The tuple in hand (``current``) and what the fast emit (``tree.fast_bolt_emit``)
+        #: needs of it: the anchors to extend and the edges emitted from it not yet in its ack
+        #: value (see ``tree.Hand``).
         self.hand = Hand()
         self.driver: Any = None          # Driver, set by _bind
         self.process_tick: Any = None    # the component's process_tick, set by _bind
         self.emit = make_emit(self, bolt_place(self), fast_bolt_emit, starts_trees=False)
+
+    @property
+    def current(self) -> Tuple | None:
+        """The tuple being processed (kept in ``hand``, which the receive loop sets per tuple)."""
+        return self.hand.current
+
+    @current.setter
+    def current(self, tup: Tuple | None) -> None:
+        self.hand.current = tup
 
     @contextmanager
     def anchored(self, tups: Iterable[Any]) -> Iterator[None]:
@@ -87,8 +96,8 @@ class BoltTask(TaskBase):
         its ack value is read or another tuple takes its place."""
         hand = self.hand
         if hand.edges:
-            if self.current is not None:
-                self.current._ack_val ^= hand.edges
+            if hand.current is not None:
+                hand.current._ack_val ^= hand.edges
             hand.edges = 0
 
     def resolve(self, tup: Any) -> Tuple | None:
@@ -98,8 +107,9 @@ class BoltTask(TaskBase):
         for held in list(self.held.values()):
             if held.id == tup:
                 return held
-        if self.current is not None and self.current.id == tup:
-            return self.current
+        current = self.hand.current
+        if current is not None and current.id == tup:
+            return current
         log.warning("bolt %s task %d: ack/fail of unknown tuple id %r ignored", self.component_id, self.task_id, tup)
         return None
 
@@ -206,19 +216,17 @@ class BoltTask(TaskBase):
         """Within the block ``tup`` is the tuple in hand (see the component contract); on an
         exception it stays in hand, so the crash handler fails it."""
         self.fold_hand()   # hand.edges belong to the tuple in hand until now
-        previous, hand = self.current, self.hand
-        previous_hand = hand.roots
-        self.current = tup
-        hand.roots = ANCHOR_ELSEWHERE
+        hand = self.hand
+        previous, previous_hand = hand.current, hand.roots
+        hand.current, hand.roots = tup, ANCHOR_ELSEWHERE
         yield
-        self.current = previous
-        hand.roots = previous_hand
+        hand.current, hand.roots = previous, previous_hand
 
     def on_crash(self) -> None:
         """Fail the tuple in hand, held tuples and what the driver holds (they replay)."""
         doomed: list[Any] = []
-        if self.current is not None:
-            doomed.append(self.current)
+        if self.hand.current is not None:
+            doomed.append(self.hand.current)
         doomed.extend(self.held.values())
         if self.driver is not None:
             try:
@@ -231,7 +239,6 @@ class BoltTask(TaskBase):
             else:
                 self.fail(item)
         self.held.clear()
-        self.current = None
         self.batch_anchors = None
         self.hand.clear()
 

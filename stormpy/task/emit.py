@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -57,7 +56,9 @@ class Outbox:
     __slots__ = ("boxes", "batch_size", "_send", "_name", "folds")
 
     def __init__(self, send: Callable[[int, list[Message]], None], batch_size: int, name: str) -> None:
-        self.boxes: defaultdict[int, list[Message]] = defaultdict(list)
+        #: destination task -> its batch; a plain dict (typed as one in the compiled fast emit:
+        #: a C lookup), a missing batch made by whoever appends first
+        self.boxes: dict[int, list[Message]] = {}
         self.batch_size = batch_size
         self._send = send
         self._name = name
@@ -73,7 +74,9 @@ class Outbox:
         return sum(len(v) for v in list(self.boxes.values()))
 
     def add(self, dest: int, message: Message) -> None:
-        box = self.boxes[dest]
+        box = self.boxes.get(dest)
+        if box is None:
+            box = self.boxes[dest] = []
         box.append(message)
         if len(box) >= self.batch_size:
             self.send_full(dest)
@@ -83,7 +86,9 @@ class Outbox:
         boxes = self.boxes
         batch_size = self.batch_size
         for dest in targets:
-            box = boxes[dest]
+            box = boxes.get(dest)
+            if box is None:
+                box = boxes[dest] = []
             box.append(message)
             if len(box) >= batch_size:
                 self.send_full(dest)

@@ -12,5 +12,6 @@ cdef unsigned long long _draw() noexcept
 cpdef object next_id()
 
 cdef class Hand:
+    cdef public object current
     cdef public object roots
     cdef public unsigned long long edges

@@ -121,22 +121,27 @@ class Hand:
     """What the fast bolt emit needs of the tuple in hand (``BoltTask.hand``), in one object
     of two slots instead of attributes of two objects.
 
-    ``roots`` is the anchors to extend (None: emit unanchored; ``ANCHOR_ELSEWHERE``: take the
-    general path) and ``edges`` the XOR of the edges emitted from the tuple in hand not yet in
-    its ``_ack_val``. The receive loop sets ``roots`` per tuple and folds ``edges`` after
-    ``process``; ``BoltTask.fold_hand`` does it for acks in ``process``. Invariant: the ack
-    value of ``current`` is ``_ack_val ^ edges``. Compiled (``tree.pxd``) ``edges`` is a C
-    64-bit integer: the emit XORs into it without making an int object per word.
+    ``current`` is the tuple in hand (``BoltTask.current``), ``roots`` the anchors to extend
+    (None: emit unanchored; ``ANCHOR_ELSEWHERE``: take the general path) and ``edges`` the XOR
+    of the edges emitted from the tuple in hand not yet in its ``_ack_val``. The receive loop
+    sets ``current`` and ``roots`` per tuple and folds ``edges`` after ``process``;
+    ``BoltTask.fold_hand`` does it for acks in ``process``. Invariant: the ack value of
+    ``current`` is ``_ack_val ^ edges``. Compiled (``tree.pxd``) the fields are C fields, set
+    per tuple with a pointer write (an attribute of the task cost about 130 machine
+    instructions), and ``edges`` is a C 64-bit integer: the emit XORs into it without making
+    an int object per word.
     """
 
-    __slots__ = ("roots", "edges")
+    __slots__ = ("current", "roots", "edges")
 
     def __init__(self) -> None:
+        self.current: Tuple | None = None
         self.roots: Anchors | None = None
         self.edges = 0
 
     def clear(self) -> None:
         """Nothing in hand (between batches, after a crash)."""
+        self.current = None
         self.roots = None
         self.edges = 0
 
@@ -203,7 +208,9 @@ class TupleTrees:
         for dest in targets:
             edge = next_id() if cython.compiled else getrandbits(64)
             acc ^= edge
-            box = boxes[dest]
+            box = boxes.get(dest)
+            if box is None:
+                box = boxes[dest] = []
             box.append((stream, src, values, (root, edge)))
             if len(box) >= batch_size:
                 outbox.send_full(dest)
@@ -507,7 +514,7 @@ def bolt_place(task: BoltTask) -> Place:
         if anchors is None:
             anchors = task.batch_anchors
             if anchors is None:
-                current = task.current
+                current = task.hand.current
                 roots = current._anchors if current is not None and task.auto_anchor else None
                 if roots is None:
                     add_to_each(targets, (stream, tid, values, None))
@@ -537,16 +544,14 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
     """A spout's ``emit`` for the default stream with plain values: one target inlines
     ``spout_place`` (a new tree: root, edge, ``__ack_init``, pending entry); the rest goes to
     ``place`` (other target counts) or ``general`` (any other argument)."""
-    cython.declare(nfields=cython.Py_ssize_t, key_index=cython.Py_ssize_t, batch_size=cython.Py_ssize_t,
-                   num_ackers=cython.Py_ssize_t, max_inits=cython.Py_ssize_t, one_field=cython.bint, ticks=list,
-                   key_cache=dict, all_inits=list, root_shift=cython.ulonglong, c_mult=cython.ulonglong,
-                   c_home=cython.ulonglong)
+    cython.declare(nfields=cython.Py_ssize_t, key_index=cython.Py_ssize_t, batch_size=cython.Py_ssize_t, boxes=dict,
+                   num_ackers=cython.Py_ssize_t, ticks=list, key_cache=dict, all_inits=list, c_home=cython.ulonglong,
+                   root_shift=cython.ulonglong, c_mult=cython.ulonglong)
     select, counter, check_value, ticks = route.select, route.counter, route.check_value, route.ticks
     nfields, one_field, key_index, key_cache = route.num_fields, route.num_fields == 1, route.key_index, route.key_cache
-    fast_types, tid, trees, boxes = _FAST_TYPES, task.task_id, task.trees, task.trees.outbox.boxes
-    send_full, batch_size = trees.outbox.send_full, trees.outbox.batch_size
+    tid, trees, fast_types, getrandbits, monotonic = task.task_id, task.trees, _FAST_TYPES, _getrandbits, time.monotonic
+    boxes, send_full, batch_size = trees.outbox.boxes, trees.outbox.send_full, trees.outbox.batch_size
     num_ackers, all_inits, max_inits, send_inits = trees.num_ackers, trees.inits, trees.max_inits, trees.send_inits
-    getrandbits, monotonic = _getrandbits, time.monotonic
     root_bits, root_mult, root_home = trees.root_bits, trees.root_mult, trees.root_home
     root_shift, c_mult, c_home = 64 - root_bits, root_mult, root_home   # compiled: C integers
 
@@ -574,7 +579,9 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
             return None
         ticks.append(None)   # one emit, one transfer: counted in C, added to the counter at flush
         dest = targets[0]
-        box = boxes[dest]
+        box = boxes.get(dest)
+        if box is None:
+            box = boxes[dest] = []
         if tup_id is None:
             box.append((DEFAULT_STREAM, tid, values, None))
         else:
@@ -600,7 +607,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
     hand with one root (or none) inlines ``bolt_place``; the rest goes to ``place`` (other
     anchoring) or ``general`` (any other argument)."""
     cython.declare(nfields=cython.Py_ssize_t, key_index=cython.Py_ssize_t, batch_size=cython.Py_ssize_t,
-                   one_field=cython.bint, ticks=list, key_cache=dict, hand=Hand)
+                   one_field=cython.bint, ticks=list, key_cache=dict, hand=Hand, boxes=dict)
     select, counter, check_value, ticks = route.select, route.counter, route.check_value, route.ticks
     nfields, one_field, key_index, key_cache = route.num_fields, route.num_fields == 1, route.key_index, route.key_cache
     fast_types, tid, hand = _FAST_TYPES, task.task_id, task.hand
@@ -632,7 +639,9 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
             return None
         ticks.append(None)   # one emit, one transfer: counted in C, added to the counter at flush
         dest = targets[0]
-        box = boxes[dest]
+        box = boxes.get(dest)
+        if box is None:
+            box = boxes[dest] = []
         if roots is None:
             box.append((DEFAULT_STREAM, tid, values, None))
         else:
