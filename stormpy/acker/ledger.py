@@ -19,6 +19,11 @@ from typing import Any
 from stormpy.rotating_map import RotatingMap
 from stormpy.streams import ACK_ACK, ACK_FAIL, ACK_INIT
 
+try:
+    import cython   # compiled (setup.py): the declarations below are C types
+except ImportError:   # Cython is only needed to build: interpreted without it, the same answers
+    from stormpy.task import not_compiled as cython   # type: ignore[no-redef]  # the same names
+
 log = logging.getLogger(__name__)
 
 ACKED = "ack"
@@ -85,6 +90,7 @@ class Ledger:
             return (FAILED, spout_task)
         return None
 
+    @cython.locals(newest=dict, entry=list, out=list)   # compiled: dict and list operations in C
     def apply_batch(self, messages: list[Any], on_unknown: Any = None) -> list[tuple[str, int, int]]:
         """Apply a batch of ``(stream, src, values, anchors)`` acker messages in one loop.
 
@@ -96,7 +102,6 @@ class Ledger:
         """
         pending = self._pending
         newest = pending.newest()   # rotate() runs between batches (same thread), not during one
-        newest_get = newest.get
         # A root missing from the newest dict and from the older generations that hold entries
         # (usually none: only rotate() adds any) is new and goes straight in; one found in an
         # older generation takes the general path.
@@ -110,7 +115,7 @@ class Ledger:
                 # never fails a tree, and a failed tree whose spout task is known is gone.
                 pairs = iter(values)   # zip(it, it): the pairs without index arithmetic
                 for root, value in zip(pairs, pairs):
-                    entry = newest_get(root)
+                    entry = newest.get(root)
                     if entry is None:
                         if older and _held(older, root):
                             self._append(out, root, self.ack(root, value))
@@ -127,7 +132,7 @@ class Ledger:
                 # last flush.
                 triples = iter(values)
                 for root, value, spout_task in zip(triples, triples, triples):
-                    entry = newest_get(root)
+                    entry = newest.get(root)
                     if entry is None:
                         if value and not (older and _held(older, root)):
                             newest[root] = [value, spout_task, False]
