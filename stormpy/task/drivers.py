@@ -162,7 +162,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], vals:
     try:
         for index, message in enumerate(messages):
             stream, src, values, anchors = message
-            if src != last_src or stream != last_stream:
+            if (src is not last_src or stream is not last_stream) and (src != last_src or stream != last_stream):
                 info = ex.source_info(task, message)
                 if info is None:
                     last_src, skipped = None, skipped + 1   # the locals no longer match last_src
