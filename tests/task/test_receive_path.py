@@ -105,6 +105,47 @@ def test_received_tuples_are_whole_tuples_and_short_strings_share_their_values()
     assert repr(first).startswith(f"Tuple(id=12, component='words', stream='default', task={words}, values=")
 
 
+class KeepSome(Bolt):
+    """Keeps every third tuple it gets; notes what each one held while in ``process``."""
+
+    outputs: list[str] = []
+
+    def initialize(self, stormconf: Any, context: Any) -> None:
+        self.kept: list[tuple[Any, str]] = []
+        self.objects: list[int] = []
+
+    def process(self, tup: Any) -> None:
+        self.objects.append(id(tup))
+        if len(self.objects) % 3 == 1:
+            self.kept.append((tup, tup.values.word))
+
+
+class KeepGraph(Topology):
+    words = Words.spec(par=1)
+    keep = KeepSome.spec(inputs={words: Grouping.SHUFFLE}, par=1)
+
+
+def test_a_tuple_process_kept_is_never_reused_and_one_it_did_not_is() -> None:
+    """The receive loop reuses the last tuple object when nothing but the loop holds it; a
+    tuple the bolt kept keeps its own fields, whatever came after it."""
+    plan = build_plan(compile_topology(KeepGraph), {"topology.acker.executors": 1}, "k-1", "k")
+    runtime = WorkerRuntime(plan, plan.executors(), Recorder())
+    ex = next(e for e in runtime.executors.values() if e.component_id == "keep")
+    task = BoltTask(ex, ex.start_task)
+    ex.tasks[task.task_id] = task
+    ex._start_task(task)
+    words = int(plan.components["words"].tasks[0])
+    names = [f"w{i}" for i in range(30)]
+    task.driver.on_messages([(DEFAULT_STREAM, words, [name], (i + 1, i + 100)) for i, name in enumerate(names)])
+    bolt = task.component
+    assert [word for _tup, word in bolt.kept] == names[0::3]
+    assert [(tup.values.word, tup.id) for tup, _word in bolt.kept] == [(n, names.index(n) + 100) for n in names[0::3]]
+    assert all(tup._done for tup, _word in bolt.kept), "auto-acked"
+    # a new tuple is made while the last one is still in hand: the same object twice in a row
+    # is the reused one (the 2nd and 3rd tuples were not kept), never a kept one (the 1st)
+    assert bolt.objects[2] == bolt.objects[1] != bolt.objects[0], "the tuple nobody kept was reused"
+
+
 def test_a_batch_that_is_a_tuple_is_delivered_like_a_list() -> None:
     """A message envelope off the wire is decoded with ``use_list=False``: its batch is a tuple
     of messages, which the receive loop takes as it takes a list (compiled too: drivers.pxd
