@@ -10,4 +10,4 @@ from stormpy.task.tree cimport Hand
 @cython.locals(tup=ReceivedTuple, sample=cython.Py_ssize_t, index=cython.Py_ssize_t, run_start=cython.Py_ssize_t,
                skipped=cython.Py_ssize_t, not_acked=cython.Py_ssize_t, tracked=cython.bint, auto_ack=cython.bint,
                auto_anchor=cython.bint, shared=dict, hand=Hand)
-cpdef _deliver(self, messages, list acked, list vals, list state)
+cpdef _deliver(self, messages, list acked, list valued, list state)

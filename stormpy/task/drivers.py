@@ -152,12 +152,12 @@ class TupleDriver(Driver):
 
     def on_messages(self, messages: list[Any]) -> None:
         acked: list[Anchors] = []   # anchors and ack values of the acked tuples, settled
-        vals: list[int] = []                # together at the end of the batch
+        valued: list[tuple[Anchors, int]] = []   # together at the end of the batch (non-0 values)
         # where the loop stopped: [stats key, its run's first index, skipped in the run,
         # not auto-acked in the run, index reached (the message that raised, else the end)]
         state: list[Any] = [None, 0, 0, 0, 0]
         try:
-            _deliver(self, messages, acked, vals, state)
+            _deliver(self, messages, acked, valued, state)
         except Exception:
             rest = messages[state[4] + 1:]
             if rest:
@@ -165,18 +165,19 @@ class TupleDriver(Driver):
             raise
         finally:
             if acked:
-                self.trees.settle_runs(acked, vals)
+                self.trees.settle_runs(acked, valued)
             key, start, skipped, not_acked, stop = state
             self._count(key, stop - start - skipped, not_acked)
 
     def _count(self, key: Any, executed: int, not_acked: int) -> None:
         self.executor.count(key, executed, executed - not_acked)
 
-def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], vals: list[int], state: list[Any]) -> None:
+def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], valued: list[tuple[Anchors, int]],
+             state: list[Any]) -> None:
     """The per-tuple loop; executed and acked tuples are counted per stats key run (no int per tuple)."""
     task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
     tracked, now, sample = bool(self.trees.num_ackers), time.monotonic(), ex.sample_countdown
-    acked_anchors, acked_vals, hand, auto_anchor = acked.append, vals.append, task.hand, task.auto_anchor
+    acked_anchors, acked_vals, hand, auto_anchor = acked.append, valued.append, task.hand, task.auto_anchor
     cur_key = last_src = last_stream = component_id = cls = named = tup = cast(Any, None)
     run_start = skipped = not_acked = index = 0
     shared: dict[str, Any] | None = None
@@ -219,7 +220,8 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], vals:
                 tup._done = True
                 if anchors is not None and tracked:
                     acked_anchors(anchors)
-                    acked_vals(tup._ack_val)
+                    if tup._ack_val:   # it emitted: its value joins in the second pass
+                        acked_vals((anchors, tup._ack_val))
             else:
                 held[id(tup)] = tup
                 not_acked += 1

@@ -209,7 +209,7 @@ def test_ids_out_of_the_64_bit_range_settle_as_each_tuple_would() -> None:
                    (roots[1], bad), (roots[1], 6), (roots[2], 7, roots[0], 8), (roots[2], 9), (roots[0], 10)]
         vals = [0, 11, 0, 12, 0, 0, 13, 0, 0]
         in_runs = _executor(_runtime()[0], "count").trees
-        in_runs.settle_runs(anchors, vals)
+        in_runs.settle_runs(anchors, [(a, v) for a, v in zip(anchors, vals) if v])
         one_by_one = _executor(_runtime()[0], "count").trees
         for a, v in zip(anchors, vals):
             one_by_one.settle(a, v)
@@ -226,7 +226,7 @@ def test_settling_in_runs_equals_settling_each_tuple_with_its_ack_value() -> Non
     vals = [random.getrandbits(64) if i % 3 else 0 for i in range(len(anchors))]
     runtime, _recorder = _runtime()
     in_runs = _executor(runtime, "count").trees
-    in_runs.settle_runs(anchors, vals)
+    in_runs.settle_runs(anchors, [(a, v) for a, v in zip(anchors, vals) if v])
     one_by_one = _executor(_runtime()[0], "count").trees
     for a, v in zip(anchors, vals):
         one_by_one.settle(a, v)
