@@ -57,11 +57,15 @@ def _unshared_refs() -> int:
     when the loop takes the next message, and the loop reuses it, storing the new message's
     fields over the old: no allocation and no free per message (about 250 machine
     instructions a tuple, compiled; 15 ns interpreted). A tuple anything else refers to is
-    left alone and a new one made."""
+    left alone and a new one made, as is one no longer in hand (``hand.current`` moved: the
+    count would then miss a reference elsewhere). -1 (no reuse) if this interpreter's counts do
+    not see one more holder as one more reference."""
     hand = Hand()
     probe = ReceivedTuple.__new__(ReceivedTuple) if cython.compiled else _new_tuple()
     hand.current = probe
-    return _getrefcount(probe)
+    alone = _getrefcount(probe)
+    kept = [probe]
+    return alone if _getrefcount(probe) == alone + 1 and kept else -1
 
 
 #: Shared values of one-field streams: strings up to this long, this many per (source, stream).
@@ -198,7 +202,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
                 named = shared.get(values[0]) or _share(shared, cls, values)
             else:
                 named = _tuple_new(cls, values)
-            if tup is None or _getrefcount(tup) != _UNSHARED:   # else the last tuple is reused: see _UNSHARED
+            if tup is None or hand.current is not tup or _getrefcount(tup) != _UNSHARED:   # see _UNSHARED
                 tup = ReceivedTuple.__new__(ReceivedTuple) if cython.compiled else _new_tuple()   # see _new_tuple
             tup.component, tup.stream, tup.task = component_id, stream, src
             tup.values, tup._anchors, tup._skey = named, anchors, cur_key
