@@ -64,8 +64,8 @@ def _unshared_refs() -> int:
     probe = ReceivedTuple.__new__(ReceivedTuple) if cython.compiled else _new_tuple()
     hand.current = probe
     alone = _getrefcount(probe)
-    kept = [probe]
-    return alone if _getrefcount(probe) == alone + 1 and kept else -1
+    extra = [probe]   # one more holder
+    return alone if _getrefcount(probe) == alone + len(extra) else -1
 
 
 #: Shared values of one-field streams: strings up to this long, this many per (source, stream).
@@ -181,7 +181,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
     """The per-tuple loop; executed and acked tuples are counted per stats key run (no int per tuple)."""
     task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
     tracked, now, sample = bool(self.trees.num_ackers), time.monotonic(), ex.sample_countdown
-    acked_anchors, acked_vals, hand, auto_anchor = acked.append, valued.append, task.hand, task.auto_anchor
+    acked_anchors, add_valued, hand, auto_anchor = acked.append, valued.append, task.hand, task.auto_anchor
     cur_key = last_src = last_stream = component_id = cls = named = tup = cast(Any, None)
     run_start = skipped = not_acked = index = 0
     shared: dict[str, Any] | None = None
@@ -225,7 +225,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
                 if anchors is not None and tracked:
                     acked_anchors(anchors)
                     if tup._ack_val:   # it emitted: its value joins in the second pass
-                        acked_vals((anchors, tup._ack_val))
+                        add_valued((anchors, tup._ack_val))
             else:
                 held[id(tup)] = tup
                 not_acked += 1
@@ -233,7 +233,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
         index = len(messages)
     finally:
         hand.roots, hand.edges = None, 0   # a raise leaves tup in hand: on_crash fails it, edges and all
-        ex.sample_countdown = sample if sample > 0 else ex.settings.sample_every   # 0: a sampled tuple raised
+        ex.sample_countdown = sample if sample > 0 else self._sample_every   # 0: a sampled tuple raised
         state[:] = (cur_key, run_start, skipped, not_acked, index)
 
 

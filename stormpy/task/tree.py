@@ -118,8 +118,8 @@ ANCHOR_ELSEWHERE: Anchors = ()
 
 
 class Hand:
-    """What the fast bolt emit needs of the tuple in hand (``BoltTask.hand``), in one object
-    of two slots instead of attributes of two objects.
+    """The tuple in hand and what the fast bolt emit needs of it (``BoltTask.hand``), in one
+    object of three slots instead of attributes of two objects.
 
     ``current`` is the tuple in hand (``BoltTask.current``), ``roots`` the anchors to extend
     (None: emit unanchored; ``ANCHOR_ELSEWHERE``: take the general path) and ``edges`` the XOR
