@@ -341,6 +341,40 @@ class ZkSession:
             except NodeExistsError:
                 self.call(self.zk.set, path, data)
 
+    def create_or_set(self, path: str, data: bytes, acl: list[Any] | None = None) -> None:
+        """:meth:`set` for a path that most likely does not exist yet: the create is tried first."""
+        try:
+            self.call(self.zk.create, path, data, acl=acl, makepath=True)
+        except NodeExistsError:
+            self.set(path, data, acl)
+
+    def set_all_if(self, path: str, data: bytes, version: int, others: list[tuple[str, bytes]]) -> int:
+        """Set ``path`` at ``version`` and every (path, data) of ``others`` in one transaction:
+        one round trip, all or none. Returns ``path``'s new version; BadVersionError (nothing
+        written) when ``path`` moved on. A path of ``others`` not there yet is created alone
+        first, and the transaction tried again."""
+        def attempt() -> int:
+            for _ in range(10):
+                tx = self.zk.transaction()
+                tx.set_data(path, data, version=version)
+                for other, other_data in others:
+                    tx.set_data(other, other_data)
+                results = tx.commit()
+                missing = [other for (other, _), result in zip(others, results[1:])
+                           if isinstance(result, NoNodeError)]
+                if isinstance(results[0], NoNodeError) or not missing:
+                    for result in results:   # the failed op's error, not RolledBackError
+                        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                            raise result
+                    return results[0].version
+                for other in missing:
+                    try:
+                        self.zk.create(other, b"", makepath=True)
+                    except NodeExistsError:
+                        pass
+            raise KazooException(f"{path}: the nodes written with it keep vanishing")
+        return self.call(attempt)
+
     def write_fenced(self, fence: str, path: str, data: bytes | None, acl: list[Any] | None = None) -> bool:
         """Set (create) ``path`` to ``data``, or delete it when ``data`` is None, in one
         transaction that first checks that the node ``fence`` exists. False (nothing written)

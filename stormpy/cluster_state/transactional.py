@@ -50,6 +50,10 @@ class TransactionalState(Protocol):
     def set(self, path: str, value: Any) -> None:
         """Store ``value`` at ``path`` (parents created, old value overwritten)."""
 
+    def set_new(self, path: str, value: Any) -> None:
+        """:meth:`set` for a path that most likely does not exist yet (a new txid's meta): in
+        ZooKeeper one round trip (a create) where ``set`` takes two (the failed update first)."""
+
     def delete(self, path: str) -> None:
         """Remove ``path`` and everything below it; a missing path is fine."""
 
@@ -97,15 +101,21 @@ class MemoryTransactionalState:
             data = self._values.get(key)
             return (None, None) if data is None else (json.loads(data), self._versions.get(key, 0))
 
-    def set_versioned(self, path: str, value: Any, version: int | None) -> int:
-        """Write ``path`` only if it is still at ``version`` (None: must not exist); the new version.
-        StaleVersionError otherwise (another writer got there first)."""
+    def set_versioned(self, path: str, value: Any, version: int | None,
+                      also: Mapping[str, Any] | None = None) -> int:
+        """Write ``path`` only if it is still at ``version`` (None: must not exist), and with it
+        every path of ``also``; the new version. StaleVersionError otherwise (another writer got
+        there first; nothing written)."""
         data = _encode(path, value)
+        others = [(_split(other), _encode(other, v)) for other, v in (also or {}).items()]
         key = _split(path)
         with self._lock:
             current = self._versions.get(key, 0) if key in self._values else None
             if current != version:
                 raise StaleVersionError(f"{path} is at version {current}, not {version}: another writer changed it")
+            for other, other_data in others:
+                self._versions[other] = self._versions.get(other, -1) + 1 if other in self._values else 0
+                self._values[other] = other_data
             self._values[key] = data
             self._versions[key] = 0 if version is None else version + 1
             return self._versions[key]
@@ -121,6 +131,9 @@ class MemoryTransactionalState:
         with self._lock:
             self._versions[key] = self._versions.get(key, -1) + 1 if key in self._values else 0
             self._values[key] = data
+
+    def set_new(self, path: str, value: Any) -> None:
+        self.set(path, value)
 
     def delete(self, path: str) -> None:
         key = _split(path)
@@ -175,6 +188,10 @@ class ZkTransactionalState:
         data = _encode(path, value)
         self._connected().set(self._node(path), data)
 
+    def set_new(self, path: str, value: Any) -> None:
+        data = _encode(path, value)
+        self._connected().create_or_set(self._node(path), data)
+
     def get_versioned(self, path: str) -> tuple[Any, int | None]:
         """(value, ZooKeeper data version) of ``path``; (None, None) when it does not exist."""
         session = self._connected()
@@ -184,9 +201,14 @@ class ZkTransactionalState:
             return None, None
         return (json.loads(data) if data else None), stat.version
 
-    def set_versioned(self, path: str, value: Any, version: int | None) -> int:
+    def set_versioned(self, path: str, value: Any, version: int | None,
+                      also: Mapping[str, Any] | None = None) -> int:
         """Compare-and-set: write ``path`` only while its ZooKeeper version is ``version`` (None: the
         node must not exist yet); returns the new version, or raises StaleVersionError.
+
+        ``also``: more paths written in the same ZooKeeper transaction (one round trip; all or
+        none, so a stale writer writes none of them). A path of ``also`` that does not exist yet
+        is created first, on its own (the Trident coordinator's attempts, once per topology).
 
         A command retried after a lost reply may find its own first write: the node then holds our
         data at exactly the next version, which counts as success."""
@@ -194,11 +216,16 @@ class ZkTransactionalState:
         node = self._node(path)
         session = self._connected()
         expected = 0 if version is None else version + 1
+        others = [(self._node(other), _encode(other, v)) for other, v in (also or {}).items()]
         try:
             if version is None:
                 session.call(session.zk.create, node, data, makepath=True)
+                for other, other_data in others:
+                    session.set(other, other_data)
                 return 0
-            return session.call(session.zk.set, node, data, version=version).version
+            if not others:
+                return session.call(session.zk.set, node, data, version=version).version
+            return session.set_all_if(node, data, version, others)
         except (BadVersionError, NodeExistsError, NoNodeError):
             try:
                 current, stat = session.call(session.zk.get, node)
@@ -211,7 +238,9 @@ class ZkTransactionalState:
                                     "another writer changed it") from None
 
     def delete(self, path: str) -> None:
-        self._connected().delete(self._node(path), recursive=True)
+        # A leaf (a txid's meta, every prune) is one round trip; a node with children is
+        # deleted recursively when ZooKeeper says it is not empty.
+        self._connected().delete(self._node(path))
 
     def children(self, path: str) -> list[str]:
         return self._connected().children(self._node(path))

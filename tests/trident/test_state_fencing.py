@@ -264,9 +264,12 @@ def test_a_second_coordinator_cannot_move_currtx_back(request, store):
         assert current.machine.current == 3
         current._apply([Save(4, {})])
         current._apply([Save(5, {})])
+        current._apply([Save(5, {5: 2, 6: 0})])
         with pytest.raises(StaleCoordinatorError, match="another coordinator of this topology wrote coordinator/currtx"):
-            stale._apply([Save(4, {})])           # the stale one would move the position back to 4
+            stale._apply([Save(4, {4: 7})])       # the stale one would move the position back to 4
         assert stores[1].get("coordinator/currtx") == 5
+        assert stores[1].get("coordinator/currattempts") == {"5": 2, "6": 0}, \
+            "the attempts go with currtx: the stale coordinator wrote neither"
         assert coordinator(stores[0]).machine.current == 5   # its re-created task resumes from the store
     finally:
         for s in {id(s): s for s in stores}.values():
@@ -290,6 +293,20 @@ def test_transactional_state_compare_and_set(request, store):
             tstate.set_versioned("coordinator/currtx", 9, v1)
         value, version = tstate.get_versioned("coordinator/currtx")
         assert value == 3 and version == v1 + 1
+        # ``also``: written in the same step, all or none; a path of it not there yet is created
+        v2 = tstate.set_versioned("coordinator/currtx", 4, version, also={"coordinator/currattempts": {"4": 1}})
+        assert tstate.get("coordinator/currattempts") == {"4": 1} and tstate.get("coordinator/currtx") == 4
+        with pytest.raises(StaleVersionError):
+            tstate.set_versioned("coordinator/currtx", 9, version, also={"coordinator/currattempts": {"9": 9}})
+        assert tstate.get("coordinator/currattempts") == {"4": 1} and tstate.get("coordinator/currtx") == 4
+        v3 = tstate.set_versioned("coordinator/currtx", 5, v2, also={"coordinator/currattempts": {"5": 2}})
+        assert v3 == v2 + 1 and tstate.get("coordinator/currattempts") == {"5": 2}
+        # set_new: a new path (parents created), and over an existing one it still writes
+        tstate.set_new("spouts/s/0/7", {"meta": 1})
+        tstate.set_new("spouts/s/0/7", {"meta": 2})
+        assert tstate.get("spouts/s/0/7") == {"meta": 2} and tstate.children("spouts/s/0") == ["7"]
+        tstate.delete("spouts/s")     # a node with children goes with them
+        assert tstate.children("spouts/s") == [] and tstate.get("spouts/s/0/7") is None
     finally:
         tstate.close()
 

@@ -81,6 +81,9 @@ class RemoteStore:
             raise ConnectionError("store unreachable")
         self.inner.set(path, value)
 
+    def set_new(self, path, value):
+        self.set(path, value)
+
     def get(self, path, default=None):
         return self.inner.get(path, default)
 

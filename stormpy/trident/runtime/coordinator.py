@@ -245,15 +245,21 @@ class MasterBatchCoordinator(Spout):
         self.metrics.incr("trident.batches.failed")
         self._apply(self.machine.on_fail(stream, txid, attempt, time.monotonic()))
 
-    def _save_current(self, current_txid: int) -> None:
-        """Write ``currtx`` only if nobody else wrote it since this coordinator read or wrote it."""
+    def _save(self, save: Save) -> None:
+        """Write ``currtx`` only if nobody else wrote it since this coordinator read or wrote it,
+        and the attempts (if any) with it, in one ZooKeeper transaction: one round trip on the
+        path from a commit's ack to the next ``$commit``, and a stale coordinator writes neither."""
+        attempts = None if save.attempts is None else {str(k): v for k, v in save.attempts.items()}
         if not self._versioned:
-            self.txstate.set(txstate.COORDINATOR_CURRENT_TX, current_txid)
+            self.txstate.set(txstate.COORDINATOR_CURRENT_TX, save.current_txid)
+            if attempts is not None:
+                self.txstate.set(txstate.COORDINATOR_ATTEMPTS, attempts)
             return
         from stormpy.cluster_state.transactional import StaleVersionError
+        also = None if attempts is None else {txstate.COORDINATOR_ATTEMPTS: attempts}
         try:
-            self._current_version = self.txstate.set_versioned(txstate.COORDINATOR_CURRENT_TX, current_txid,
-                                                               self._current_version)
+            self._current_version = self.txstate.set_versioned(txstate.COORDINATOR_CURRENT_TX, save.current_txid,
+                                                               self._current_version, also=also)
         except StaleVersionError as exc:
             self.machine.set_running(False)
             raise StaleCoordinatorError(
@@ -266,9 +272,7 @@ class MasterBatchCoordinator(Spout):
             if isinstance(effect, Save):
                 # Before the emit that depends on it: a restarted coordinator must never
                 # reuse an attempt id that tuples in flight may still carry.
-                self._save_current(effect.current_txid)   # first: the fence against a second coordinator
-                if effect.attempts is not None:
-                    self.txstate.set(txstate.COORDINATOR_ATTEMPTS, {str(k): v for k, v in effect.attempts.items()})
+                self._save(effect)
                 continue
             values = [[effect.txid, effect.attempt]]
             if effect.tracked:

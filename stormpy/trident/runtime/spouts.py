@@ -207,7 +207,7 @@ class RotatingMetas:
         return any(t > txid for t in self.metas)
 
     def put(self, txid: int, meta: Any) -> None:
-        self.state.set(tx.spout_meta_path(self.stream, self.partition, txid), {"meta": meta})
+        self.state.set_new(tx.spout_meta_path(self.stream, self.partition, txid), {"meta": meta})
         self.metas[txid] = meta
 
     def put_behind(self, txid: int, meta: Any, last: bool = False) -> Future | None:
@@ -218,7 +218,7 @@ class RotatingMetas:
         path = tx.spout_meta_path(self.stream, self.partition, txid)
         if self.writer.defers(last):
             meta = snapshot(path, meta)   # the writer thread must not see the spout's later changes
-        future = self.writer.store(lambda: self.state.set(path, {"meta": meta}), now=last)
+        future = self.writer.store(lambda: self.state.set_new(path, {"meta": meta}), now=last)
         self.metas[txid] = meta
         return future
 
