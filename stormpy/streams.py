@@ -60,6 +60,15 @@ def is_system_id(name: str) -> bool:
     return name.startswith(SYSTEM_PREFIX)
 
 
+def paces_others(component_id: str) -> bool:
+    """A ``$`` framework component (Trident's master and spout coordinators, the checkpoint
+    spout): its steps are short, but every batch (or checkpoint) of the user's components waits
+    for them. A cluster worker's scheduler loop (``topology.executor.threads``) leaves them to
+    threads of their own: in it each of their steps would wait behind whole steps of the
+    components they pace (``WorkerRuntime``'s ``pacers_apart``)."""
+    return component_id.startswith(FRAMEWORK_PREFIX)
+
+
 def is_framework_id(name: str) -> bool:
     """A component or stream the framework made (``__`` system or ``$`` Trident), not the user."""
     return name.startswith(SYSTEM_PREFIX) or name.startswith(FRAMEWORK_PREFIX)

@@ -144,7 +144,7 @@ class Worker:
                                      transactional_state=self.transactional_state,
                                      # topology.executor.threads "auto": one scheduler thread per
                                      # worker (see config.py: fewer GIL hand-offs per batch)
-                                     one_thread_by_default=True,
+                                     one_thread_by_default=True, pacers_apart=True,
                                      cpu=slot_cpu(self.port, self.conf[C.SUPERVISOR_SLOTS_PORTS]))
         if self.runtime.cpu is not None:
             log.info("worker on port %d: executor and transport threads pinned to CPU %d (by its slot among "

@@ -2,6 +2,7 @@
 the same results as a thread per executor, and user code that blocks moves to its own thread."""
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -13,6 +14,7 @@ from stormpy import Bolt, Grouping, Spout, Topology
 from stormpy.config import ConfigError
 from stormpy.local.runner import LocalTopology
 from stormpy.task.scheduler import blocked_secs, open_sched_times, sched_times
+from stormpy.trident import Count, MemoryMapState, PartitionedSpout, TridentTopology
 
 STATE: dict[str, Any] = {}
 
@@ -293,3 +295,60 @@ def test_a_step_stops_once_the_calls_emitted_the_share_and_never_cuts_a_call_sho
     assert (task.component.calls, task.component.emitted) == (7, 70)
     spout.step()
     assert (task.component.calls, task.component.emitted) == (14, 140)
+
+
+class Numbers(PartitionedSpout):
+    """Two partitions, 10 numbers a batch each, 30 batches: 600 numbers, 0..299 twice."""
+
+    outputs = ["n"]
+
+    def partitions(self) -> list:
+        return [0, 1]
+
+    def emit_new_batch(self, txid: int, collector: Any, partition: Any, last_meta: Any) -> Any:
+        start = last_meta["end"] if last_meta else 0
+        meta = {"start": start, "end": min(start + 10, 300)}
+        self.emit_batch(txid, collector, partition, meta)
+        return meta
+
+    def emit_batch(self, txid: int, collector: Any, partition: Any, meta: Any) -> None:
+        for n in range(meta["start"], meta["end"]):
+            collector.emit([n])
+
+
+@pytest.mark.parametrize("apart", [True, False], ids=["cluster-worker", "local"])
+def test_trident_coordinators_run_beside_a_cluster_workers_loop(local_topology: Any, waiter: Any, monkeypatch: Any,
+                                                               apart: bool) -> None:
+    """A cluster worker (``pacers_apart``) leaves the ``$`` components to threads of their own:
+    they pace every batch, and in the loop each of their steps would wait behind a whole batch
+    of the user's components (benchmarks/trident_wordcount.py --cluster: about 1.5x the
+    committed words/s). ``stormpy local`` keeps them in its loop (one busy core: apart they
+    only add GIL hand-offs). Either way every number is counted exactly once."""
+    import stormpy.local.runner as runner
+    monkeypatch.setattr(runner, "WorkerRuntime", functools.partial(runner.WorkerRuntime, pacers_apart=apart))
+    state = MemoryMapState.transactional(f"loop-{apart}")
+
+    class Counts(TridentTopology):
+        def build(self, conf: Any) -> None:
+            (self.new_stream("numbers", Numbers(), par=2)
+                 .group_by(["n"])
+                 .persistent_aggregate(state, Count(), ["count"]).parallelism_hint(2))
+
+    local = local_topology(Counts, **{"topology.max.spout.pending": 3,
+                                      "topology.trident.batch.emit.interval.millis": 0})
+
+    def counts() -> dict:
+        return dict(state.open_map().items())
+    waiter(lambda: sum(counts().values()) == 600, 60, "600 numbers counted")
+    assert sorted(counts().values()) == [2] * 300, "each number once from each partition, exactly"
+    loop = local.runtime.loop
+    assert loop is not None
+    pacers = {ex.component_id: ex for ex in local.runtime.executors.values() if ex.component_id.startswith("$")}
+    assert set(pacers) == {"$mastercoord-bg0", "$spoutcoord-numbers"}
+    looped = {ex.component_id for ex in loop.executors}
+    assert {"numbers", "__acker"} <= looped
+    if apart:
+        assert not looped & set(pacers)
+        assert all(ex.thread is not loop.thread and ex.thread.is_alive() for ex in pacers.values())
+    else:
+        assert set(pacers) <= looped and all(ex.thread is loop.thread for ex in pacers.values())
