@@ -209,9 +209,11 @@ class ZkTransactionalState:
         ``also``: more paths written in the same ZooKeeper transaction (one round trip; all or
         none, so a stale writer writes none of them). A path of ``also`` that does not exist yet
         is created first, on its own (the Trident coordinator's attempts, once per topology).
+        With ``version`` None they are written after ``path`` is created (once per topology).
 
         A command retried after a lost reply may find its own first write: the node then holds our
-        data at exactly the next version, which counts as success."""
+        data at exactly the next version (and every path of ``also`` ours), which counts as
+        success."""
         data = _encode(path, value)
         node = self._node(path)
         session = self._connected()
@@ -220,22 +222,41 @@ class ZkTransactionalState:
         try:
             if version is None:
                 session.call(session.zk.create, node, data, makepath=True)
-                for other, other_data in others:
-                    session.set(other, other_data)
-                return 0
-            if not others:
+            elif not others:
                 return session.call(session.zk.set, node, data, version=version).version
-            return session.set_all_if(node, data, version, others)
+            else:
+                return session.set_all_if(node, data, version, others)
         except (BadVersionError, NodeExistsError, NoNodeError):
-            try:
-                current, stat = session.call(session.zk.get, node)
-            except NoNodeError:
-                current, stat = None, None
-            if stat is not None and current == data and stat.version == expected:
+            if not self._found_own_write(session, node, data, expected, others if version is not None else []):
+                found = self._version_of(session, node)
+                raise StaleVersionError(f"{self.topology_name}/{path} is at version {found}, not {version}: "
+                                        "another writer changed it") from None
+            if version is not None:
                 return expected
-            found = None if stat is None else stat.version
-            raise StaleVersionError(f"{self.topology_name}/{path} is at version {found}, not {version}: "
-                                    "another writer changed it") from None
+        for other, other_data in others:   # version None: path created (by this call, or its lost first try)
+            session.set(other, other_data)
+        return 0
+
+    @staticmethod
+    def _found_own_write(session: ZkSession, node: str, data: bytes, expected: int,
+                         others: list[tuple[str, bytes]]) -> bool:
+        """Whether ``node`` holds ``data`` at ``expected`` and every (path, data) of ``others``
+        holds its data: what a write whose reply was lost left (a second writer of the same
+        value at the same version, whose transaction lost, finds the other one's ``others``)."""
+        try:
+            current, stat = session.call(session.zk.get, node)
+        except NoNodeError:
+            return False
+        if current != data or stat.version != expected:
+            return False
+        return all(session.get(other) == other_data for other, other_data in others)
+
+    @staticmethod
+    def _version_of(session: ZkSession, node: str) -> int | None:
+        try:
+            return session.call(session.zk.get, node)[1].version
+        except NoNodeError:
+            return None
 
     def delete(self, path: str) -> None:
         # A leaf (a txid's meta, every prune) is one round trip; a node with children is

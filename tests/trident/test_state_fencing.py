@@ -311,6 +311,57 @@ def test_transactional_state_compare_and_set(request, store):
         tstate.close()
 
 
+def _lose_first_reply(session: Any, monkeypatch: Any) -> list[str]:
+    """The session's next create and next transaction land in ZooKeeper, then "lose" their
+    reply (ConnectionLoss): the command retry sends them again. Returns what was lost."""
+    from kazoo.exceptions import ConnectionLoss
+    lost: list[str] = []
+    real_create, real_transaction = session.zk.create, session.zk.transaction
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        result = real_create(*args, **kwargs)
+        if "create" not in lost:
+            lost.append("create")
+            raise ConnectionLoss()
+        return result
+
+    def transaction() -> Any:
+        tx = real_transaction()
+        commit = tx.commit
+
+        def lossy_commit() -> Any:
+            results = commit()
+            if "transaction" not in lost:
+                lost.append("transaction")
+                raise ConnectionLoss()
+            return results
+        tx.commit = lossy_commit
+        return tx
+    monkeypatch.setattr(session.zk, "create", create)
+    monkeypatch.setattr(session.zk, "transaction", transaction)
+    return lost
+
+
+def test_a_coordinator_save_retried_after_its_reply_was_lost_counts_once(zk_conf, monkeypatch):
+    """currtx and the attempts written with it (``also``), first save and later ones: a retry
+    that finds its own write succeeds and the attempts are there; a second writer of the same
+    currtx at the same version, whose attempts differ, is stale."""
+    tstate = transactional_state_for(zk_conf, "lost-reply")
+    try:
+        lost = _lose_first_reply(tstate._connected(), monkeypatch)
+        v0 = tstate.set_versioned("coordinator/currtx", 1, None, also={"coordinator/currattempts": {"1": 0}})
+        assert v0 == 0 and lost == ["create"]
+        assert tstate.get("coordinator/currattempts") == {"1": 0}, "the first save writes the attempts too"
+        v1 = tstate.set_versioned("coordinator/currtx", 2, v0, also={"coordinator/currattempts": {"2": 0}})
+        assert v1 == 1 and lost == ["create", "transaction"]
+        assert (tstate.get("coordinator/currtx"), tstate.get("coordinator/currattempts")) == (2, {"2": 0})
+        with pytest.raises(StaleVersionError):   # the same position, other attempts: not our write
+            tstate.set_versioned("coordinator/currtx", 2, v0, also={"coordinator/currattempts": {"2": 5}})
+        assert tstate.get("coordinator/currattempts") == {"2": 0}
+    finally:
+        tstate.close()
+
+
 class RetriedAfterLostReply(LandsThenRaises):
     """redis-py retries a command once after a connection error: when armed, the put runs, its reply
     is "lost", and the same call runs again, which now finds its own fence record in place."""
