@@ -32,6 +32,7 @@ ACKER_STREAMS = frozenset({ACK_INIT, ACK_ACK, ACK_FAIL})
 # ---------------------------------------------------------------- Trident (framework "$")
 FRAMEWORK_PREFIX = "$"
 MASTER_COORDINATOR = "$mastercoord-bg0"
+SPOUT_COORDINATOR_PREFIX = "$spoutcoord-"   # + the stream: a Trident spout's coordinator bolt
 BATCH_STREAM = "$batch"
 COMMIT_STREAM = "$commit"
 SUCCESS_STREAM = "$success"
@@ -61,12 +62,12 @@ def is_system_id(name: str) -> bool:
 
 
 def paces_others(component_id: str) -> bool:
-    """A ``$`` framework component (Trident's master and spout coordinators, the checkpoint
-    spout): its steps are short, but every batch (or checkpoint) of the user's components waits
-    for them. A cluster worker's scheduler loop (``topology.executor.threads``) leaves them to
-    threads of their own: in it each of their steps would wait behind whole steps of the
-    components they pace (``WorkerRuntime``'s ``pacers_apart``)."""
-    return component_id.startswith(FRAMEWORK_PREFIX)
+    """Trident's master and spout coordinators: their steps are short, but every batch and
+    commit of the user's components waits for them. A cluster worker's scheduler loop
+    (``topology.executor.threads``) leaves them to threads of their own: in it each of their
+    steps would wait behind whole steps of the components they pace (``WorkerRuntime``'s
+    ``pacers_apart``)."""
+    return component_id == MASTER_COORDINATOR or component_id.startswith(SPOUT_COORDINATOR_PREFIX)
 
 
 def is_framework_id(name: str) -> bool:

@@ -276,8 +276,8 @@ class WorkerRuntime:
         thread for all executors (``stormpy local``), else a thread per executor. ``pin_cpu``:
         the executor threads share the core the caller runs on (``choose_cpu``); ``cpu``: they
         share that one (a cluster worker's ``slot_cpu``), as do the threads that call
-        ``pin_thread``. ``pacers_apart`` (a cluster worker): a scheduler loop leaves the ``$``
-        components (``streams.paces_others``: Trident's coordinators) to threads of their own.
+        ``pin_thread``. ``pacers_apart`` (a cluster worker): a scheduler loop leaves Trident's
+        coordinators (``streams.paces_others``) to threads of their own.
 
         Why only there: a cluster worker waits on the other worker between batches (the Trident
         word count's workers were busy half the time, each ``$commit`` and ack waiting behind
@@ -323,6 +323,10 @@ class WorkerRuntime:
         self.loop: ExecutorLoop | None = None
         if one_loop:
             self.loop = ExecutorLoop([self.executors[r] for r in looped], pin=self.pin_thread)
+            apart = sorted(self.executors[r].name for r in ranges if r not in looped)
+            if apart:
+                log.info("executors %s (Trident's coordinators) run beside the executor loop, on threads "
+                         "of their own", ", ".join(apart))
             if self._round_sends is not None:
                 self._round_sends.loop = self.loop
                 self.loop.after_round = self._round_sends.release

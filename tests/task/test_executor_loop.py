@@ -346,9 +346,11 @@ def test_trident_coordinators_run_beside_a_cluster_workers_loop(local_topology: 
     pacers = {ex.component_id: ex for ex in local.runtime.executors.values() if ex.component_id.startswith("$")}
     assert set(pacers) == {"$mastercoord-bg0", "$spoutcoord-numbers"}
     looped = {ex.component_id for ex in loop.executors}
-    assert {"numbers", "__acker"} <= looped
+    moved = set(loop.detached)   # a step a loaded machine held up >50 ms off the CPU moves that executor
+    others = [ex for ex in local.runtime.executors.values() if ex.component_id not in pacers]
+    assert all(ex.component_id in looped or ex.name in moved for ex in others)
     if apart:
-        assert not looped & set(pacers)
+        assert not looped & set(pacers) and not moved & {ex.name for ex in pacers.values()}
         assert all(ex.thread is not loop.thread and ex.thread.is_alive() for ex in pacers.values())
     else:
-        assert set(pacers) <= looped and all(ex.thread is loop.thread for ex in pacers.values())
+        assert all(ex.thread is loop.thread or ex.name in moved for ex in pacers.values())

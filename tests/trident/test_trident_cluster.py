@@ -135,6 +135,9 @@ def test_exact_counts_after_two_worker_sigkills(cluster, runs, tmp_path, kind):
         kill_worker_and_wait_restart(cluster, run, second)
     run.assert_exact()
     assert any("injected failure" in e for e in run.errors()), "the flaky Function's errors were reported"
+    logs = list(cluster.base.glob(f"supervisor-*/logs/workers-artifacts/{run.id}/*/worker.log"))
+    assert any("(Trident's coordinators) run beside the executor loop" in log.read_text(errors="replace")
+               for log in logs), f"a worker ran $mastercoord-bg0 on a thread of its own: {logs}"
 
 
 def test_exact_counts_after_supervisor_sigkill(cluster, runs, tmp_path):

@@ -20,6 +20,7 @@ from typing import Any
 
 import cloudpickle
 
+from stormpy import streams
 from stormpy.config import TOPOLOGY_TRIDENT_HOST_LOCAL_STATES
 from stormpy.thrift import storm
 from stormpy.trident.planner.graph import BATCH_FIELD, Graph, Group, commit_phase_nodes, plan_groups
@@ -36,7 +37,7 @@ NULL = storm.NullStruct()
 
 
 def spout_coordinator_id(stream: str) -> str:
-    return f"$spoutcoord-{stream}"
+    return streams.SPOUT_COORDINATOR_PREFIX + stream
 
 
 def _class_name(cls: type) -> str:
