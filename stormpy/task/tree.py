@@ -554,7 +554,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
     root_bits, root_mult, root_home = trees.root_bits, trees.root_mult, trees.root_home
     root_shift, c_mult, c_home = 64 - root_bits, root_mult, root_home   # compiled: C integers
 
-    @cython.locals(r=cython.ulonglong, index=cython.Py_ssize_t, inits=list, root=object, edge=object)
+    @cython.locals(r=cython.ulonglong, index=cython.Py_ssize_t, inits=list, root=object, edge=object, box=list)
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
              direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
         if (stream is not None or anchors is not None or direct_task is not None or need_task_ids
@@ -613,20 +613,23 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
     boxes, send_full, batch_size = task.trees.outbox.boxes, task.trees.outbox.send_full, task.trees.outbox.batch_size
     getrandbits = _getrandbits
 
-    @cython.locals(edge=cython.ulonglong)
+    @cython.locals(edge=cython.ulonglong, box=list, row=list)
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
              direct_task: int | None = None, need_task_ids: bool = False) -> list[int] | None:
         if (stream is not None or anchors is not None or direct_task is not None or need_task_ids
-                or type(values) is not list or len(values) != nfields or tup_id is not None):
+                or type(values) is not list or tup_id is not None):
+            return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
+        row = values   # a list (checked): compiled, its items and length are read directly
+        if len(row) != nfields:
             return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
         if one_field:   # one value: no iterator (a third of the check's cost)
-            if type(values[0]) is not str and type(values[0]) not in fast_types:
-                check_value(values[0])
+            if type(row[0]) is not str and type(row[0]) not in fast_types:
+                check_value(row[0])
         else:
-            for value in values:
+            for value in row:
                 if type(value) not in fast_types:
                     check_value(value)
-        key = values[key_index] if key_cache is not None else None
+        key = row[key_index] if key_cache is not None else None
         targets = key_cache.get(key) if type(key) is str else None   # type: ignore[union-attr]  # str: a cache
         if targets is None:
             targets = select(values)
