@@ -322,14 +322,19 @@ class WorkerRuntime:
         #: The scheduler thread running every executor (``topology.executor.threads: one``), or None.
         self.loop: ExecutorLoop | None = None
         if one_loop:
-            self.loop = ExecutorLoop([self.executors[r] for r in looped], pin=self.pin_thread)
-            apart = sorted(self.executors[r].name for r in ranges if r not in looped)
-            if apart:
-                log.info("executors %s (Trident's coordinators) run beside the executor loop, on threads "
-                         "of their own", ", ".join(apart))
-            if self._round_sends is not None:
-                self._round_sends.loop = self.loop
-                self.loop.after_round = self._round_sends.release
+            self.loop = self._make_loop([self.executors[r] for r in looped])
+
+    def _make_loop(self, looped: list[Executor[Any]]) -> ExecutorLoop:
+        """The scheduler loop over ``looped`` (the executors but those left apart, see __init__)."""
+        loop = ExecutorLoop(looped, pin=self.pin_thread)
+        apart = sorted(ex.name for ex in self._all if ex not in looped)
+        if apart:
+            log.info("executors %s (Trident's coordinators) run beside the executor loop, on threads "
+                     "of their own", ", ".join(apart))
+        if self._round_sends is not None:
+            self._round_sends.loop = loop
+            loop.after_round = self._round_sends.release
+        return loop
 
     def pin_thread(self) -> None:
         """Pin the calling thread to the runtime's CPU (executor and transport threads call it)."""
