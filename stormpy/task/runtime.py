@@ -214,11 +214,12 @@ def executor_threads(conf: Mapping[str, Any], one_by_default: bool) -> str:
 
 class RoundSends:
     """``transfer.send`` for executors a scheduler loop runs: batches for other workers wait
-    for the end of the loop's round and go to the transfer's send thread together.
+    for the end of the loop's round and go to the transfer together (``send_many``, which
+    packs them on the loop's thread, one frame per peer).
 
     Why: each ``transfer.send`` of a remote batch is a queue put that wakes the send thread,
     which then takes the GIL from the loop thread to pack a frame of that one batch. Handed
-    over once per round, the send thread wakes once and packs bigger frames. Batches for
+    over once per round, the send thread wakes once and the frames are bigger. Batches for
     tasks of this process are delivered at once (the next executor of the round takes them);
     calls from other threads (an executor moved to its own thread, the transport itself) go
     straight to the transfer, as without a loop.

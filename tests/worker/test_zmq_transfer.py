@@ -121,6 +121,54 @@ def test_send_many_hands_a_round_of_batches_over_at_once(pair):
     assert not transfer.is_backlogged()
 
 
+def test_send_many_packs_on_the_calling_thread(pair):
+    """The loop's rounds are packed by the loop itself: an unserializable value is reported
+    before ``send_many`` returns (the send thread only writes frames); the rest is sent."""
+    runtime, transfer, _peer, _port, _flag = pair
+    errors: list[tuple[int, str, int]] = []
+    transfer._report_error = lambda task, text: errors.append((task, text, threading.get_ident()))
+    transfer.send_many([(2, [("default", 5, [object()], None), ("default", 5, ["ok"], None)]),
+                        (2, [("default", 5, ["also ok"], None)])])
+    assert [(task, thread) for task, _text, thread in errors] == [(5, threading.get_ident())]
+    assert "serialize" in errors[0][1]
+    wait_until(lambda: runtime.count(1) == 2, 20, "the two serializable messages' echoes")
+    assert sorted(m[2][0] for m in runtime.received[1]) == ["also ok", "ok"]
+
+
+def test_send_many_right_after_a_route_change_goes_to_the_new_peer(pair, tmp_path):
+    """``update_routes`` takes effect at once for the loop's own routing (no wait for the send
+    thread to apply it): a round sent right after it reaches the task's new worker."""
+    runtime, transfer, peer, _port, _flag = pair
+    new_port = free_port()
+    peer2 = Peer(new_port, transfer.port, tmp_path / "no-flag")
+    try:
+        peer.stop()
+        transfer.update_routes({1: ("127.0.0.1", transfer.port), 3: ("127.0.0.1", transfer.port),
+                                2: ("127.0.0.1", new_port)})
+        transfer.send_many([(2, [("default", 1, ["moved"], None)])])
+        wait_until(lambda: runtime.count(1) == 1, 20, "echo from the peer task 2 moved to")
+        assert list(runtime.received[1][0][2]) == ["moved"]
+    finally:
+        peer2.stop()
+
+
+def test_frames_packed_for_a_peer_the_routes_dropped_are_counted_not_sent():
+    """A round packed while its peer was still assigned, reaching the send thread after the
+    routes changed: dropped and counted (the spout replays), no socket to the old peer."""
+    runtime = CollectingRuntime({1})
+    transfer = ZmqTransfer("127.0.0.1", free_port(), bind_host="127.0.0.1")
+    gone, other = ("127.0.0.1", free_port()), ("127.0.0.1", free_port())
+    transfer.update_routes({1: transfer.me, 2: gone})
+    transfer.send_many([(2, [("default", 1, [i], None) for i in range(3)])])   # packed for `gone`
+    transfer.update_routes({1: transfer.me, 2: other})
+    transfer.start(runtime)
+    try:
+        wait_until(lambda: transfer.counters["unroutable_messages"] == 3, 10, "the stale frame's drop")
+        assert transfer.counters["sent_messages"] == 0
+    finally:
+        transfer.stop("test done")
+
+
 def test_garbage_frames_are_dropped_not_fatal(pair):
     runtime, transfer, peer, peer_port, _flag = pair
     ctx = zmq.Context()
