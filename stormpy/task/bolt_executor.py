@@ -411,10 +411,25 @@ class BoltExecutor(Executor[BoltTask]):
         return taken
 
     def _after_batch(self, until: float) -> bool:
-        """A flush when one is due by time; whether the step's time is up."""
+        """A flush when one is due by time; whether the step's time is up.
+
+        In a scheduler loop the flush also hands off what the round held (``Waker.hand_off``):
+        a step working through a backlog (a count task's share of another worker's round) would
+        otherwise keep its acks and its batches for other workers until the round ended, up to
+        ``_STEP_SECS`` later, while the spouts waiting on those acks sat at
+        ``topology.max.spout.pending`` and their workers idled. The cluster word count
+        (compiled, alternating runs) counted 1.37M, 0.67M and 0.85M words/s, its workers 74-96%
+        busy; handed off here 1.45M, 1.36M and 1.15M, 96-99% busy (pure: 0.80M and 0.71M
+        against 0.69M and 0.61M before this and ``ZmqTransfer.send_many``'s packing)."""
         now = time.monotonic()
-        if self.outbox and now - self._last_flush >= self.settings.flush_interval_secs:
-            self.flush()
+        if now - self._last_flush >= self.settings.flush_interval_secs:
+            if self.outbox or self.trees.has_acks():
+                self.flush()
+            else:
+                self._last_flush = now
+            waker = self.waker
+            if waker is not None:
+                waker.hand_off()
         return now >= until
 
     def _on_messages(self, task: BoltTask, messages: list[Any]) -> None:

@@ -31,8 +31,11 @@ which the loop flushes before the acker's step and at the end of every round; an
 leaving the loop (stopped, moved to its own thread) settles into a dict of its own again.
 
 Hand-offs to the other threads: ``after_round`` (set by the owner) runs at the end of every
-round and before the loop waits: a worker's runtime hands the batches the round produced for
-other workers to the send thread there, in one queue operation (``RoundSends``).
+round and before the loop waits: a worker's runtime packs the batches the round produced for
+other workers there and hands the frames to the send thread in one queue operation
+(``RoundSends``). A bolt's step that runs past a flush interval does the same mid-step
+(:meth:`ExecutorLoop.hand_off`, with the combined acks), so that a long step working through a
+backlog does not hold back the acks other workers' spouts wait for.
 """
 from __future__ import annotations
 
@@ -240,6 +243,17 @@ class ExecutorLoop:
     def wake(self) -> None:
         """A batch or control call arrived while the loop waits (any thread)."""
         self._event.set()
+
+    def hand_off(self) -> None:
+        """Mid-step, on the loop's thread (``Waker.hand_off``): in a worker (``after_round``
+        set), the combined acks and the round's batches for other workers leave now, as at the
+        end of a round. Without ``after_round`` (``stormpy local``) everything goes to executors
+        of this loop, which cannot take it before the step ends: the acks stay combined."""
+        if self.after_round is None or self.ident != threading.get_ident():
+            return   # (or a step the watchdog gave up on, still running on the old thread)
+        if self._acks is not None:
+            self._acks.flush()
+        self._end_round()
 
     def start(self) -> None:
         self.thread = self._new_thread(self._main, "executor-loop")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -158,5 +159,68 @@ def test_a_worker_pinned_to_one_core_keeps_1_ms_and_an_unpinned_one_paces(restor
             assert sys.getswitchinterval() == pytest.approx(scheduler.IDLE_SWITCH_SECS)
             assert runtime.loop.thread is not None
             assert os.sched_getaffinity(runtime.loop.thread.native_id) == {cpu}
+    finally:
+        runtime.stop(drain_secs=0)
+
+
+class _RecordingSends:
+    """A worker's transport that records when the loop hands it a round (``send_many``)."""
+
+    def __init__(self) -> None:
+        self.rounds: list[list[Any]] = []
+
+    def send(self, dest: int, messages: list[Any]) -> None:
+        self.rounds.append([(dest, messages)])
+
+    def send_many(self, batches: list[Any]) -> None:
+        self.rounds.append(batches)
+
+
+_sends_seen: list[int] = []
+_sends = _RecordingSends()
+
+
+class _BusySink(Bolt):
+    """Spends 1 ms of CPU per tuple (not sleeping: that would move it off the loop) and notes
+    how many hand-offs the transport had seen when each tuple came."""
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        _sends_seen.append(len(_sends.rounds))
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+
+
+class _Busy(Topology):
+    words = _Words.spec()
+    sink = _BusySink.spec(inputs=[words])
+
+
+def test_a_long_step_hands_its_acks_to_the_transport_before_it_ends() -> None:
+    """A bolt working through a backlog hands off, at each due flush, what its round held (its
+    acks for an acker on another worker), instead of keeping it until the round ends: the
+    spouts waiting on those acks would sit at max pending while the step runs."""
+    _sends_seen.clear()
+    sends = _sends
+    sends.rounds.clear()
+    plan = build_plan(compile_topology(_Busy), {"topology.acker.executors": 1, "topology.transfer.batch.size": 4},
+                      "b-1", "b")
+    acker = plan.acker_tasks[0]
+    spout, sink = plan.components["words"].tasks[0], plan.components["sink"].tasks[0]
+    here = [(s, e) for s, e in plan.executors() if not s <= acker <= e]   # the acker is elsewhere
+    runtime = WorkerRuntime(plan, here, sends, one_thread_by_default=True)
+    for i in range(60):   # 60 ms of work queued before the loop starts: one step takes it all
+        runtime.receive(sink, [("default", spout, [i], (1000 + i, 7 + i))])
+    runtime.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(_sends_seen) < 60 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(_sends_seen) == 60
+        # acks left while the step ran: later tuples saw hand-offs the first ones did not
+        assert _sends_seen[0] == 0 and _sends_seen[-1] >= 5, _sends_seen
+        acked = [m for batch in sends.rounds for dest, messages in batch if dest == acker for m in messages]
+        assert acked and all(m[0] == "__ack_ack" for m in acked)
     finally:
         runtime.stop(drain_secs=0)
