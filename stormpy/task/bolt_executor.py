@@ -429,7 +429,7 @@ class BoltExecutor(Executor[BoltTask]):
                 self._last_flush = now
             waker = self.waker
             if waker is not None:
-                waker.hand_off()
+                waker.hand_off(self)
         return now >= until
 
     def _on_messages(self, task: BoltTask, messages: list[Any]) -> None:
@@ -471,6 +471,9 @@ class BoltExecutor(Executor[BoltTask]):
                     return   # stopping: the rest times out and replays
                 if now - self._last_flush >= self.settings.flush_interval_secs:
                     self.flush()
+                    waker = self.waker
+                    if waker is not None:
+                        waker.hand_off(self)   # as between batches (_after_batch)
 
     def _resize_slice(self, secs: float, handled: int) -> None:
         """Aim at slices of about half ``_SLOW_SLICE_SECS`` from the last one's time per message."""

@@ -108,9 +108,10 @@ class Waker(Protocol):
     def wake(self) -> None:
         """A batch or call arrived for an executor while the scheduler waits idle."""
 
-    def hand_off(self) -> None:
-        """A long step flushed its executor: send what the round held back until now (the
-        loop's combined acks, its batches for other workers), on the step's thread."""
+    def hand_off(self, executor: Executor[Any]) -> None:
+        """``executor``'s step has run past a flush interval: send what the round held back
+        until now (the loop's combined acks, its batches for other workers), on the step's
+        thread."""
 
 
 class Timer:

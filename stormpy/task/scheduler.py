@@ -205,8 +205,8 @@ class ExecutorLoop:
         self._pin = pin
         #: A worker's ThreadGuard (framework errors count toward its budget), or None.
         self.guard = guard
-        #: Called on the loop thread at the end of every round and when the loop ends (see the
-        #: module docstring); None: nothing to hand off.
+        #: Called on the loop thread at the end of every round, mid-step by ``hand_off`` and when
+        #: the loop ends (see the module docstring); None: nothing to hand off.
         self.after_round: Callable[[], None] | None = None
         #: ``threading.get_ident()`` of the thread running the rounds now (0 before it starts).
         self.ident = 0
@@ -244,15 +244,23 @@ class ExecutorLoop:
         """A batch or control call arrived while the loop waits (any thread)."""
         self._event.set()
 
-    def hand_off(self) -> None:
+    def hand_off(self, executor: Executor[Any]) -> None:
         """Mid-step, on the loop's thread (``Waker.hand_off``): in a worker (``after_round``
         set), the combined acks and the round's batches for other workers leave now, as at the
         end of a round. Without ``after_round`` (``stormpy local``) everything goes to executors
-        of this loop, which cannot take it before the step ends: the acks stay combined."""
-        if self.after_round is None or self.ident != threading.get_ident():
-            return   # (or a step the watchdog gave up on, still running on the old thread)
-        if self._acks is not None:
-            self._acks.flush()
+        of this loop, which cannot take it before the step ends: the acks stay combined.
+
+        Only for the step the loop runs now (under the lock the watchdog takes to give up on a
+        step): a step it gave up on, still running on the old thread, must not flush the shared
+        acks the new loop thread settles into."""
+        if self.after_round is None:
+            return
+        with self._lock:
+            running = self._running
+            if running is None or running[0] is not executor or self.ident != threading.get_ident():
+                return
+            if self._acks is not None:
+                self._acks.flush()
         self._end_round()
 
     def start(self) -> None:

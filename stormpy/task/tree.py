@@ -399,7 +399,8 @@ class SharedAcks:
     count: 3.2% fewer instructions per word at parallelism 2, 1.4% at 1.
 
     The owner (the loop) calls :meth:`flush` on the thread that steps the sharers, before the
-    acker's step and at the end of every round; ``src_task`` names the first sharer.
+    acker's step, at the end of every round and, in a worker, when a sharer's long step hands off
+    mid-step (``ExecutorLoop.hand_off``); ``src_task`` names the first sharer.
     """
 
     __slots__ = ("pending", "acker_tasks", "src_task", "send", "members")

@@ -22,7 +22,7 @@ Threads:
   so are single messages of the wrong shape (``_well_formed``), with the claimed sender named
   in a rate-limited warning and an error report. The socket refuses frames above
   ``storm.messaging.max.message.bytes`` (ZeroMQ MAXMSGSIZE drops the connection before
-  buffering them), and the send thread splits its frames below that size.
+  buffering them); frames are split below that size where they are packed.
 
 With ``curve`` keys (``storm.messaging.curve.enable``, keys from ``stormpy.auth.curve_keys``)
 every socket speaks ZeroMQ CURVE: traffic is encrypted, the receive socket is a CURVE server
@@ -46,7 +46,10 @@ so are their values.
 Both threads run under a :class:`~stormpy.daemon_guard.ThreadGuard` (the worker's): an exception
 is reported and the loop restarted. Registered serializers are user code: one that raises, on
 either side, costs only its tuples (dropped, reported as the sender's error, their trees failed
-through the acker so the spout replays them).
+through the acker so the spout replays them). They run on the executor loop's thread (its
+rounds), the send thread (batches of executors on threads of their own) and the receive thread,
+so they must be safe to call from several threads at once. The error counters are written by
+those threads without a lock: they may miss a count when two threads fail at the same moment.
 """
 from __future__ import annotations
 
@@ -327,7 +330,8 @@ class ZmqTransfer:
                 elif isinstance(item, _Routes):
                     self._flush(batches, packer)
                     batches = {}
-                    self._apply_routes(item)
+                    if item is self._routes:   # an older map, replaced since: its peers may be gone
+                        self._apply_routes(item)
                 else:
                     items += 1
                     self._route(item, batches)
@@ -391,7 +395,10 @@ class ZmqTransfer:
         peers = self._routes.peers
         for addr, packed, messages in frames:
             if addr not in peers:
-                self.counters["unroutable_messages"] += messages
+                n = self.counters["unroutable_messages"] = self.counters["unroutable_messages"] + messages
+                if n == messages or n % 10000 < messages:   # the first, then sparsely
+                    log.warning("transfer: dropped %d message(s) packed for worker %s:%d, no longer "
+                                "assigned (%d so far)", messages, *addr, n)
                 continue
             peer = self._peer(addr)
             self.counters["sent_messages"] += messages
@@ -428,7 +435,7 @@ class ZmqTransfer:
 
         Any exception counts, not only msgpack's own: a registered serializer is user code and
         may raise anything (a KeyError); only the tuples it cannot encode are dropped, reported
-        and failed, never the frame or the send thread.
+        and failed, never the frame, the send thread or the executor loop (``send_many``).
         """
         encode = wire.encode
         try:
@@ -459,7 +466,7 @@ class ZmqTransfer:
         if self._report_error is not None and isinstance(src, int):
             try:
                 self._report_error(src, text)
-            except Exception:  # noqa: BLE001 - reporting must never kill the send thread
+            except Exception:  # noqa: BLE001 - reporting must never kill the sending thread
                 log.exception("transfer: could not report a serialization error")
         self._fail_trees(message)
 
@@ -507,8 +514,9 @@ class ZmqTransfer:
         return peer
 
     def _apply_routes(self, routes: _Routes) -> None:
-        """Connect to the peers ``routes`` names and close the others (``self._routes`` is
-        already the newest map: ``update_routes`` swaps it on the caller's thread)."""
+        """Connect to the peers ``routes`` names and close the others. ``self._routes`` is
+        already the newest map (``update_routes`` swaps it on the caller's thread); only the item
+        of that newest map is applied, so that an older one closes no peer it still names."""
         for addr in routes.peers - {self.me}:
             self._peer(addr)
         for addr in list(self._peers):

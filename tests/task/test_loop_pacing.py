@@ -15,7 +15,7 @@ import pytest
 
 from stormpy import Bolt, Spout, Topology
 from stormpy.api.compile import compile_topology
-from stormpy.task import scheduler
+from stormpy.task import bolt_executor, scheduler
 from stormpy.task.runtime import WorkerRuntime
 from stormpy.task.scheduler import ExecutorLoop
 from stormpy.topology.plan import build_plan
@@ -197,10 +197,12 @@ class _Busy(Topology):
     sink = _BusySink.spec(inputs=[words])
 
 
-def test_a_long_step_hands_its_acks_to_the_transport_before_it_ends() -> None:
+def test_a_long_step_hands_its_acks_to_the_transport_before_it_ends(restore_switch_interval: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A bolt working through a backlog hands off, at each due flush, what its round held (its
     acks for an acker on another worker), instead of keeping it until the round ends: the
     spouts waiting on those acks would sit at max pending while the step runs."""
+    monkeypatch.setattr(bolt_executor, "_STEP_SECS", 5.0)   # one step takes the whole backlog
     _sends_seen.clear()
     sends = _sends
     sends.rounds.clear()

@@ -2,6 +2,7 @@
 backpressure. The peer is ``transfer_peer.py``, which echoes task 2's batches back to task 1."""
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -135,24 +136,26 @@ def test_send_many_packs_on_the_calling_thread(pair):
     assert sorted(m[2][0] for m in runtime.received[1]) == ["also ok", "ok"]
 
 
-def test_send_many_right_after_a_route_change_goes_to_the_new_peer(pair, tmp_path):
-    """``update_routes`` takes effect at once for the loop's own routing (no wait for the send
-    thread to apply it): a round sent right after it reaches the task's new worker."""
-    runtime, transfer, peer, _port, _flag = pair
-    new_port = free_port()
-    peer2 = Peer(new_port, transfer.port, tmp_path / "no-flag")
+def test_send_many_routes_by_the_newest_map_before_the_send_thread_ran(tmp_path):
+    """``update_routes`` takes effect at once for the loop's own routing (``send_many`` routes
+    on the calling thread): a round sent before the send thread applied the map is delivered."""
+    my_port, peer_port = free_port(), free_port()
+    runtime = CollectingRuntime({1})
+    transfer = ZmqTransfer("127.0.0.1", my_port, bind_host="127.0.0.1")
+    transfer.update_routes({1: ("127.0.0.1", my_port), 2: ("127.0.0.1", peer_port)})
+    transfer.send_many([(2, [("default", 1, ["routed"], None)])])   # no send thread yet
+    assert transfer.counters["unroutable_messages"] == 0
+    peer = Peer(peer_port, my_port, tmp_path / "no-flag")
+    transfer.start(runtime)
     try:
-        peer.stop()
-        transfer.update_routes({1: ("127.0.0.1", transfer.port), 3: ("127.0.0.1", transfer.port),
-                                2: ("127.0.0.1", new_port)})
-        transfer.send_many([(2, [("default", 1, ["moved"], None)])])
-        wait_until(lambda: runtime.count(1) == 1, 20, "echo from the peer task 2 moved to")
-        assert list(runtime.received[1][0][2]) == ["moved"]
+        wait_until(lambda: runtime.count(1) == 1, 20, "the echo of the round sent before start")
+        assert list(runtime.received[1][0][2]) == ["routed"]
     finally:
-        peer2.stop()
+        peer.stop()
+        transfer.stop("test done")
 
 
-def test_frames_packed_for_a_peer_the_routes_dropped_are_counted_not_sent():
+def test_frames_packed_for_a_peer_the_routes_dropped_are_counted_not_sent(caplog):
     """A round packed while its peer was still assigned, reaching the send thread after the
     routes changed: dropped and counted (the spout replays), no socket to the old peer."""
     runtime = CollectingRuntime({1})
@@ -161,10 +164,14 @@ def test_frames_packed_for_a_peer_the_routes_dropped_are_counted_not_sent():
     transfer.update_routes({1: transfer.me, 2: gone})
     transfer.send_many([(2, [("default", 1, [i], None) for i in range(3)])])   # packed for `gone`
     transfer.update_routes({1: transfer.me, 2: other})
+    caplog.set_level(logging.INFO, logger="stormpy.worker.transfer")
     transfer.start(runtime)
     try:
         wait_until(lambda: transfer.counters["unroutable_messages"] == 3, 10, "the stale frame's drop")
+        wait_until(lambda: f"connected to worker 127.0.0.1:{other[1]}" in caplog.text, 10, "the new peer's socket")
         assert transfer.counters["sent_messages"] == 0
+        assert f"worker 127.0.0.1:{gone[1]}, no longer assigned" in caplog.text
+        assert f"connected to worker 127.0.0.1:{gone[1]}" not in caplog.text   # the stale map applied no peer
     finally:
         transfer.stop("test done")
 
