@@ -423,14 +423,18 @@ class BoltExecutor(Executor[BoltTask]):
         against 0.69M and 0.61M before this and ``ZmqTransfer.send_many``'s packing)."""
         now = time.monotonic()
         if now - self._last_flush >= self.settings.flush_interval_secs:
-            if self.outbox or self.trees.has_acks():
-                self.flush()
-            else:
-                self._last_flush = now
-            waker = self.waker
-            if waker is not None:
-                waker.hand_off(self)
+            self._flush_mid_step(now)
         return now >= until
+
+    def _flush_mid_step(self, now: float) -> None:
+        """A step's due flush, and the loop's hand-off after it (see ``_after_batch``)."""
+        if self.outbox or self.trees.has_acks():
+            self.flush()
+        else:
+            self._last_flush = now
+        waker = self.waker
+        if waker is not None:
+            waker.hand_off(self)
 
     def _on_messages(self, task: BoltTask, messages: list[Any]) -> None:
         if task.component is None:
@@ -470,10 +474,7 @@ class BoltExecutor(Executor[BoltTask]):
                 if self._stop.is_set():
                     return   # stopping: the rest times out and replays
                 if now - self._last_flush >= self.settings.flush_interval_secs:
-                    self.flush()
-                    waker = self.waker
-                    if waker is not None:
-                        waker.hand_off(self)   # as between batches (_after_batch)
+                    self._flush_mid_step(now)
 
     def _resize_slice(self, secs: float, handled: int) -> None:
         """Aim at slices of about half ``_SLOW_SLICE_SECS`` from the last one's time per message."""
