@@ -4,9 +4,12 @@
 # ``shared`` (a source's cache of values, or None) is a dict, so its ``get`` is a C lookup, and
 # ``hand`` (``BoltTask.hand``) the extension type of tree.pxd, its fields read in C. A sampled
 # tuple is timed by ``_process_timed``, its latencies added by ``_add_latency``: C functions.
+# ``_UNSHARED`` (compared with each tuple's reference count, ``_refs``) is a C integer.
 import cython
 from stormpy.api.tuple cimport ReceivedTuple
 from stormpy.task.tree cimport Hand
+
+cdef Py_ssize_t _UNSHARED
 
 @cython.locals(tup=ReceivedTuple, sample=cython.Py_ssize_t, sample_every=cython.Py_ssize_t, execute_ms=dict,
                process_ms=dict, now=cython.double, index=cython.Py_ssize_t, run_start=cython.Py_ssize_t,

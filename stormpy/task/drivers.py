@@ -46,13 +46,17 @@ _tuple_new = tuple.__new__
 #: calling the class (its ``__init__`` is object's, 40 ns) beats ``ReceivedTuple.__new__(...)``
 #: (63 ns); compiled, that spelling is the extension type's allocation alone.
 _new_tuple = ReceivedTuple
-_getrefcount = sys.getrefcount
 _monotonic = time.monotonic
+if cython.compiled:   # the count read in C: calling sys.getrefcount cost ~130 machine instructions a tuple
+    from cython.cimports.cpython.ref import Py_REFCNT as _refs
+else:
+    _refs = sys.getrefcount
 
 
 def _unshared_refs() -> int:
-    """What ``sys.getrefcount`` says, in this build, of a received tuple that only the receive
-    loop's local and ``Hand.current`` hold (interpreted, the call's argument counts too).
+    """What ``_refs`` (the reference count) says, in this build, of a received tuple that only the
+    receive loop's local and ``Hand.current`` hold (interpreted, ``sys.getrefcount``'s argument
+    counts too).
 
     A tuple ``process`` did not keep (stored, held for a later ack, batched) is such a tuple
     when the loop takes the next message, and the loop reuses it, storing the new message's
@@ -64,15 +68,15 @@ def _unshared_refs() -> int:
     hand = Hand()
     probe = ReceivedTuple.__new__(ReceivedTuple) if cython.compiled else _new_tuple()
     hand.current = probe
-    alone = _getrefcount(probe)
+    alone: int = _refs(probe)
     extra = [probe]   # one more holder
-    return alone if _getrefcount(probe) == alone + len(extra) else -1
+    return alone if _refs(probe) == alone + len(extra) else -1
 
 
 #: Shared values of one-field streams: strings up to this long, this many per (source, stream).
 _SHARE_MAX_LEN = 128
 _SHARE_MAX = 4096
-#: ``_getrefcount`` of a tuple only the receive loop holds: it may be reused (``_unshared_refs``)
+#: ``_refs`` of a tuple only the receive loop holds: it may be reused (``_unshared_refs``)
 _UNSHARED = _unshared_refs()
 
 
@@ -187,7 +191,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
                 named = shared.get(values[0]) or _share(shared, cls, values)
             else:
                 named = _tuple_new(cls, values)
-            if tup is None or hand.current is not tup or _getrefcount(tup) != _UNSHARED:   # see _UNSHARED
+            if tup is None or hand.current is not tup or _refs(tup) != _UNSHARED:   # see _UNSHARED
                 tup = ReceivedTuple.__new__(ReceivedTuple) if cython.compiled else _new_tuple()   # see _new_tuple
             tup.component, tup.stream, tup.task = component_id, stream, src
             tup.values, tup._anchors, tup._skey = named, anchors, cur_key
