@@ -2,6 +2,7 @@
 
     python benchmarks/local_wordcount.py [--secs 10] [--warmup 2] [--par 1] [--per-call 1] [--only-topology]
     python benchmarks/local_wordcount.py --par 2 --sentences 12000    # a fixed amount of work
+    python benchmarks/local_wordcount.py --par 2 --pairs 5 --secs 4     # par 2 against par 1
 
 Topology: sentence spout -> split (shuffle) -> count (fields grouping on word), run once
 with acking (one acker) and once without (``topology.acker.executors: 0``). Printed: spout
@@ -16,6 +17,11 @@ on one thread with no engine (``run_user_code``), which gives the engine's cost 
 the user code's: ``1/topology - 1/user code``. Words per CPU-second (``time.process_time`` of the whole process
 over the measured seconds) are printed for the topology and the raw pipeline: on a shared,
 loaded machine they compare runs that wall-clock rates cannot.
+
+``--pairs N`` compares parallelism 1 with ``--par``: N acked runs of each, alternating (par 1,
+then par N, ...), each printed, then both medians and their ratio. Two runs of one topology a
+minute apart differ by up to 5-15% on a shared 2-core machine, more than par 2 and par 1 differ
+by; alternating runs see the same drift, and the median of each side drops the outliers.
 
 ``--sentences N`` runs the acked topology alone until N sentences are acked, and prints the
 process's CPU time: a fixed amount of work, for instruction counts. Instructions per word are
@@ -332,6 +338,20 @@ def run_handoff3(secs: float) -> float:
                   got, stop, secs, 0.3)[0]
 
 
+def run_pairs(pairs: int, par: int, secs: float, warmup: float) -> tuple[list[float], list[float]]:
+    """``pairs`` acked runs at parallelism 1 and at ``par``, alternating; counted words/s of each,
+    printed as they finish."""
+    ones: list[float] = []
+    pars: list[float] = []
+    for i in range(pairs):
+        for p, rates in ((1, ones), (par, pars)):
+            r = run_topology(True, secs, warmup, p)
+            rates.append(r["words_per_s"])
+            print(f"  run {i + 1}/{pairs}, par {p}: {r['words_per_s']:,.0f} counted words/s "
+                  f"({r['words_per_cpu_s']:,.0f} per CPU-second)", flush=True)
+    return ones, pars
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--secs", type=float, default=10.0, help="measured seconds per run")
@@ -343,11 +363,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the raw pipelines (when comparing runs back to back)")
     parser.add_argument("--sentences", type=int, default=0,
                         help="run the acked topology until this many sentences are acked, print its CPU time")
+    parser.add_argument("--pairs", type=int, default=0,
+                        help="compare par 1 with --par: this many acked runs of each, alternating; print the medians")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.sentences < 0:
         parser.error("--sentences must be 0 or more")
+    if args.pairs < 0 or (args.pairs and args.par < 2):
+        parser.error("--pairs needs a count of 0 or more and --par 2 or more")
     print(f"tuple path: {tuple_path_build()}", flush=True)
+    if args.pairs:
+        print(f"stormpy local, acking on, par 1 against par {args.par} (split and count), {args.pairs} alternating "
+              f"runs of {args.secs:g} s each:", flush=True)
+        ones, pars = run_pairs(args.pairs, args.par, args.secs, args.warmup)
+        one, many = statistics.median(ones), statistics.median(pars)
+        print(f"medians: par {args.par} {many:,.0f} counted words/s, par 1 {one:,.0f}: par {args.par} / par 1 = "
+              f"{many / one:.3f}x (runs: {min(pars) / one:.3f}x to {max(pars) / one:.3f}x of par 1's median)")
+        return 0
     if args.sentences:
         words, cpu = run_fixed(args.sentences, args.par)
         print(f"stormpy local (split/count par {args.par}, acking on): {args.sentences:,} sentences, "

@@ -45,3 +45,27 @@ def test_the_user_code_alone_reference_runs_the_benchmarks_own_components() -> N
     assert sent and sent % 64 == 0
     assert sum(count.counts.values()) == words
     assert rate > 0 and not spout.started and spout.latencies_ms
+
+
+def test_pairs_alternate_par_1_and_par_2_and_print_the_medians() -> None:
+    """``--pairs N``: N runs of each parallelism, alternating, each printed, then the medians
+    and their ratio (how the README compares par 2 with par 1)."""
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), "--par", "2",
+                          "--pairs", "2", "--secs", "0.5", "--warmup", "0.3"], capture_output=True, text=True,
+                         timeout=180, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    runs = re.findall(r"^  run (\d)/2, par (\d): ([\d,]+) counted words/s", run.stdout, re.M)
+    assert [(r[0], r[1]) for r in runs] == [("1", "1"), ("1", "2"), ("2", "1"), ("2", "2")], run.stdout
+    assert all(int(r[2].replace(",", "")) > 0 for r in runs), run.stdout
+    medians = re.search(r"^medians: par 2 ([\d,]+) counted words/s, par 1 ([\d,]+): par 2 / par 1 = ([\d.]+)x",
+                        run.stdout, re.M)
+    assert medians, run.stdout
+    by_par = {p: sorted(int(r[2].replace(",", "")) for r in runs if r[1] == p) for p in ("1", "2")}
+    for group, par in ((1, "2"), (2, "1")):   # the median of two runs, each printed rounded
+        assert abs(int(medians.group(group).replace(",", "")) - sum(by_par[par]) / 2) <= 1, run.stdout
+
+
+def test_pairs_need_a_parallelism_to_compare() -> None:
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), "--pairs", "3"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode != 0 and "--pairs needs" in run.stderr
