@@ -18,10 +18,11 @@ the user code's: ``1/topology - 1/user code``. Words per CPU-second (``time.proc
 over the measured seconds) are printed for the topology and the raw pipeline: on a shared,
 loaded machine they compare runs that wall-clock rates cannot.
 
-``--pairs N`` compares parallelism 1 with ``--par``: N acked runs of each, alternating (par 1,
-then par N, ...), each printed, then both medians and their ratio. Two runs of one topology a
-minute apart differ by up to 5-15% on a shared 2-core machine, more than par 2 and par 1 differ
-by; alternating runs see the same drift, and the median of each side drops the outliers.
+``--pairs N`` compares parallelism 1 with ``--par``: N acked runs of each, alternating, the pairs
+taking turns at which parallelism runs first (par 1 then ``--par``, ``--par`` then par 1, ...),
+each run printed, then both medians and their ratio. Two runs of one topology a minute apart
+differ by up to 5-15% on a shared 2-core machine, more than par 2 and par 1 differ by;
+alternating runs see the same drift, and the median of each side drops the outliers.
 
 ``--sentences N`` runs the acked topology alone until N sentences are acked, and prints the
 process's CPU time: a fixed amount of work, for instruction counts. Instructions per word are
@@ -338,14 +339,16 @@ def run_handoff3(secs: float) -> float:
                   got, stop, secs, 0.3)[0]
 
 
-def run_pairs(pairs: int, par: int, secs: float, warmup: float) -> tuple[list[float], list[float]]:
-    """``pairs`` acked runs at parallelism 1 and at ``par``, alternating; counted words/s of each,
-    printed as they finish."""
+def run_pairs(pairs: int, par: int, secs: float, warmup: float, per_call: int = 1) -> tuple[list[float], list[float]]:
+    """``pairs`` acked runs at parallelism 1 and at ``par``, alternating, every other pair in the
+    other order (a drift within a pair, or a slow first run, falls on both sides alike); counted
+    words/s of each, printed as they finish."""
     ones: list[float] = []
     pars: list[float] = []
     for i in range(pairs):
-        for p, rates in ((1, ones), (par, pars)):
-            r = run_topology(True, secs, warmup, p)
+        order = ((1, ones), (par, pars))
+        for p, rates in (order if i % 2 == 0 else order[::-1]):
+            r = run_topology(True, secs, warmup, p, per_call)
             rates.append(r["words_per_s"])
             print(f"  run {i + 1}/{pairs}, par {p}: {r['words_per_s']:,.0f} counted words/s "
                   f"({r['words_per_cpu_s']:,.0f} per CPU-second)", flush=True)
@@ -369,14 +372,21 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     if args.sentences < 0:
         parser.error("--sentences must be 0 or more")
-    if args.pairs < 0 or (args.pairs and args.par < 2):
-        parser.error("--pairs needs a count of 0 or more and --par 2 or more")
+    if args.pairs < 0:
+        parser.error("--pairs must be 0 or more")
+    if args.pairs and args.par < 2:
+        parser.error("--pairs compares par 1 with --par: give --par 2 or more")
+    if args.pairs and (args.sentences or args.only_topology):
+        parser.error("--pairs runs only the topology: it takes no --sentences or --only-topology")
     print(f"tuple path: {tuple_path_build()}", flush=True)
     if args.pairs:
-        print(f"stormpy local, acking on, par 1 against par {args.par} (split and count), {args.pairs} alternating "
-              f"runs of {args.secs:g} s each:", flush=True)
-        ones, pars = run_pairs(args.pairs, args.par, args.secs, args.warmup)
+        print(f"stormpy local, acking on, par 1 against par {args.par} (split and count), {args.per_call}/call: "
+              f"{args.pairs} runs of each, alternating, {args.secs:g} s each:", flush=True)
+        ones, pars = run_pairs(args.pairs, args.par, args.secs, args.warmup, args.per_call)
         one, many = statistics.median(ones), statistics.median(pars)
+        if not one:
+            print("par 1 counted no words: no ratio", file=sys.stderr)
+            return 1
         print(f"medians: par {args.par} {many:,.0f} counted words/s, par 1 {one:,.0f}: par {args.par} / par 1 = "
               f"{many / one:.3f}x (runs: {min(pars) / one:.3f}x to {max(pars) / one:.3f}x of par 1's median)")
         return 0

@@ -48,24 +48,30 @@ def test_the_user_code_alone_reference_runs_the_benchmarks_own_components() -> N
 
 
 def test_pairs_alternate_par_1_and_par_2_and_print_the_medians() -> None:
-    """``--pairs N``: N runs of each parallelism, alternating, each printed, then the medians
-    and their ratio (how the README compares par 2 with par 1)."""
+    """``--pairs N``: N runs of each parallelism, alternating, every other pair starting with
+    par 2, each printed, then the medians (the middle run of each side) and their ratio (how the
+    README compares par 2 with par 1)."""
     run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), "--par", "2",
-                          "--pairs", "2", "--secs", "0.5", "--warmup", "0.3"], capture_output=True, text=True,
-                         timeout=180, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          "--pairs", "3", "--secs", "1", "--warmup", "0.5"], capture_output=True, text=True,
+                         timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert run.returncode == 0, run.stderr[-2000:]
-    runs = re.findall(r"^  run (\d)/2, par (\d): ([\d,]+) counted words/s", run.stdout, re.M)
-    assert [(r[0], r[1]) for r in runs] == [("1", "1"), ("1", "2"), ("2", "1"), ("2", "2")], run.stdout
-    assert all(int(r[2].replace(",", "")) > 0 for r in runs), run.stdout
+    runs = re.findall(r"^  run (\d)/3, par (\d): ([\d,]+) counted words/s", run.stdout, re.M)
+    assert [(r[0], r[1]) for r in runs] == [("1", "1"), ("1", "2"), ("2", "2"), ("2", "1"), ("3", "1"), ("3", "2")], \
+        run.stdout
+    rate = {p: sorted((int(r[2].replace(",", "")) for r in runs if r[1] == p)) for p in ("1", "2")}
+    assert all(rate["1"]) and all(rate["2"]), run.stdout
     medians = re.search(r"^medians: par 2 ([\d,]+) counted words/s, par 1 ([\d,]+): par 2 / par 1 = ([\d.]+)x",
                         run.stdout, re.M)
     assert medians, run.stdout
-    by_par = {p: sorted(int(r[2].replace(",", "")) for r in runs if r[1] == p) for p in ("1", "2")}
-    for group, par in ((1, "2"), (2, "1")):   # the median of two runs, each printed rounded
-        assert abs(int(medians.group(group).replace(",", "")) - sum(by_par[par]) / 2) <= 1, run.stdout
+    many, one = int(medians.group(1).replace(",", "")), int(medians.group(2).replace(",", ""))
+    assert (many, one) == (rate["2"][1], rate["1"][1]), run.stdout
+    assert abs(float(medians.group(3)) - many / one) < 0.0015, run.stdout
 
 
-def test_pairs_need_a_parallelism_to_compare() -> None:
-    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), "--pairs", "3"],
-                         capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert run.returncode != 0 and "--pairs needs" in run.stderr
+def test_pairs_need_a_parallelism_to_compare_and_run_alone() -> None:
+    for args, said in ((["--pairs", "3"], "give --par 2 or more"), (["--pairs", "-1"], "--pairs must be 0 or more"),
+                       (["--par", "2", "--pairs", "2", "--sentences", "10"], "takes no --sentences")):
+        run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), *args],
+                             capture_output=True, text=True, timeout=120, cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert run.returncode != 0 and said in run.stderr, (args, run.stderr)
