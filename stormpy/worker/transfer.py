@@ -18,9 +18,10 @@ Threads:
   the batches per peer and sends one frame per peer per round, so batching grows with load
   while a lone tuple leaves at once (light traffic is never held back by a timer). It also
   applies route changes (assignment moved a task) and runs the backpressure check;
-- the *receive thread* owns the PULL socket. Garbage frames are counted, logged and dropped;
-  so are single messages of the wrong shape (``_well_formed``), with the claimed sender named
-  in a rate-limited warning and an error report. The socket refuses frames above
+- the *receive thread* owns the PULL socket and hands each frame to the receive door
+  (``stormpy.worker.door``): garbage frames are counted, logged and dropped; so are single
+  messages of the wrong shape, with the claimed sender named in a rate-limited warning and an
+  error report. The socket refuses frames above
   ``storm.messaging.max.message.bytes`` (ZeroMQ MAXMSGSIZE drops the connection before
   buffering them); frames are split below that size where they are packed.
 
@@ -65,17 +66,13 @@ import msgpack
 import zmq
 
 from stormpy.daemon_guard import ThreadGuard
-from stormpy.serialization import contains_undecodable
-from stormpy.streams import ACK_FAIL, ACK_INIT, ACKER_STREAMS
+from stormpy.streams import ACK_FAIL, ACKER_STREAMS
 from stormpy.worker import wire
+from stormpy.worker.door import CONTROL_TASK, DeliveryError, ReceiveDoor
 
 log = logging.getLogger(__name__)
 
-CONTROL_TASK = -1
-"""Virtual port of control messages; real task ids start at 1."""
-
 BACKPRESSURE = "backpressure"
-_FOUR = {4}
 
 Address = tuple[str, int]
 
@@ -187,6 +184,7 @@ class ZmqTransfer:
         self._packers = threading.local()   # send_many's packer of each calling thread
         self._routes = _Routes({})
         self._runtime: Receiver | None = None
+        self._door: ReceiveDoor | None = None   # the receive thread's, made by start()
         self._local: set[int] | frozenset[int] = frozenset()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -229,6 +227,9 @@ class ZmqTransfer:
         """Start delivering to ``runtime``; call after the runtime exists (it needs this object)."""
         self._runtime = runtime
         self._local = runtime.local_tasks
+        self._door = ReceiveDoor(runtime.receive, counters=self.counters, report=self._report,
+                                 fail_trees=self._fail_trees, control={BACKPRESSURE: self._on_backpressure},
+                                 serialization=self._serialization)
         self.bind()
         for name, target in (("transfer-send", self._send_loop), ("transfer-recv", self._recv_loop)):
             self._threads.append(self._guard.start_thread(f"{name}-{self.port}", target))
@@ -463,12 +464,19 @@ class ZmqTransfer:
         src = message[1] if isinstance(message, (tuple, list)) and len(message) > 1 else -1
         text = f"cannot serialize tuple on stream {message[0]!r} for the wire: {type(exc).__name__}: {exc}"
         log.error("transfer: task %s: %s", src, text)
-        if self._report_error is not None and isinstance(src, int):
-            try:
-                self._report_error(src, text)
-            except Exception:  # noqa: BLE001 - reporting must never kill the sending thread
-                log.exception("transfer: could not report a serialization error")
+        if isinstance(src, int):
+            self._report(src, text)
         self._fail_trees(message)
+
+    def _report(self, src: int, text: str) -> None:
+        """Report an error as task ``src``'s (``report_error``); never raises: reporting must
+        not kill the thread that found the error (the loop's, the send or the receive thread)."""
+        if self._report_error is None:
+            return
+        try:
+            self._report_error(src, text)
+        except Exception:  # noqa: BLE001 - see above
+            log.exception("transfer: could not report an error of task %s", src)
 
     def _fail_trees(self, message: Any) -> None:
         """Send ``__ack_fail`` for every root the dropped message was anchored to."""
@@ -586,9 +594,8 @@ class ZmqTransfer:
 
     def _recv_loop(self) -> None:
         self._pin()
-        pull = self._pull
-        assert pull is not None
-        control = {BACKPRESSURE: self._on_backpressure}
+        pull, door = self._pull, self._door
+        assert pull is not None and door is not None
         # A blocking recv with RCVTIMEO (one call per frame, GIL released while waiting) instead
         # of poll + recv; the timeout bounds how long stop() waits for this thread.
         pull.setsockopt(zmq.RCVTIMEO, 100)
@@ -612,11 +619,11 @@ class ZmqTransfer:
                 continue
             self.counters["received_frames"] += 1
             try:
-                self._deliver(frame, control)
-            except _DeliveryError:
+                door.take(frame)
+            except DeliveryError:
                 raise   # the runtime failed, not the frame: the guard reports it and restarts
             except Exception as exc:  # noqa: BLE001 - a bad frame must never kill the worker
-                self._bad_frame(frame, exc)
+                door.bad_frame(frame, exc)
         try:
             pull.disable_monitor()
         except zmq.ZMQError:
@@ -669,135 +676,6 @@ class ZmqTransfer:
                             "went away, or sent a frame above storm.messaging.max.message.bytes (%d)",
                             self.port, n, self._max_bytes)
 
-    def _deliver(self, frame: bytes, control: dict[str, Callable[..., None]]) -> None:
-        undecodable: list[Exception] = []
-        if self._serialization is not None:
-            envelopes, undecodable = self._serialization.unpackb_lenient(frame)
-        else:
-            # use_list=False: messages arrive as tuples (the contract) at no extra cost; values
-            # become tuples too, which executors wrap like lists.
-            envelopes = msgpack.unpackb(frame, strict_map_key=False, raw=False, use_list=False)
-        if not isinstance(envelopes, (list, tuple)):
-            raise ValueError(f"frame is a {type(envelopes).__name__}, not a list of envelopes")
-        runtime = self._runtime
-        for envelope in envelopes:
-            if not isinstance(envelope, (list, tuple)) or type(envelope[0]) is not int:
-                raise ValueError("envelope is not [task_id, ...]")
-            task_id = envelope[0]
-            if len(envelope) == 4 and task_id != CONTROL_TASK:   # a batch as columns (wire.py)
-                messages, check_each = wire.decode(envelope)   # checked per run, acker streams per message
-            elif len(envelope) == 2 and isinstance(envelope[1], (list, tuple)):
-                messages, check_each = envelope[1], True
-            else:
-                raise ValueError("envelope is neither [task_id, [message, ...]] nor a batch")
-            if task_id == CONTROL_TASK:
-                for kind, *args in messages:
-                    handler = control.get(kind)
-                    if handler is None:
-                        log.warning("transfer: unknown control message %r", kind)
-                    else:
-                        handler(*args)
-                continue
-            if undecodable:
-                messages = self._drop_undecodable(task_id, messages)
-            if not messages:
-                continue
-            if check_each:
-                # one C-level pass instead of a Python loop: every message must be a 4-sequence
-                if set(map(len, messages)) != _FOUR:
-                    raise ValueError(f"a message for task {task_id} is not (stream, src, values, anchors)")
-                if not all(map(_well_formed, messages)):
-                    messages = self._drop_malformed(task_id, messages)
-                    if not messages:
-                        continue
-            self.counters["received_messages"] += len(messages)
-            try:
-                runtime.receive(task_id, messages)  # type: ignore[union-attr]
-            except Exception as exc:
-                raise _DeliveryError(f"handing {len(messages)} message(s) to task {task_id} failed: "
-                                     f"{type(exc).__name__}: {exc}") from exc
-
-    def _drop_undecodable(self, task_id: int, messages: Any) -> list:
-        """Drop the messages a registered serializer could not decode (user code raised):
-        report each as the sender's error and fail its tuple trees; the rest go on."""
-        kept = []
-        for message in messages:
-            error = contains_undecodable(message)
-            if error is None:
-                kept.append(message)
-                continue
-            self.counters["dropped_messages"] += 1
-            stream = message[0] if isinstance(message, (list, tuple)) and message else "?"
-            src = message[1] if isinstance(message, (list, tuple)) and len(message) > 1 else -1
-            text = (f"cannot deserialize a tuple for task {task_id} on stream {stream!r:.60}: "
-                    f"{type(error).__name__}: {error}")
-            log.error("transfer: task %s: %s", src, text)
-            if self._report_error is not None and type(src) is int:
-                try:
-                    self._report_error(src, text)
-                except Exception:  # noqa: BLE001 - reporting must never kill the receive thread
-                    log.exception("transfer: could not report a deserialization error")
-            self._fail_trees(message)
-        return kept
-
-    def _drop_malformed(self, task_id: int, messages: Any) -> list:
-        """Keep the well-formed messages of a batch; count, log (rate-limited) and report the rest.
-
-        A message of the wrong shape (an int where the acker protocol wants a list, a string
-        as anchor) would otherwise raise inside framework code of the receiving executor.
-        The sender is named by the task id it claims: PULL sockets do not tell peers apart.
-        """
-        kept = []
-        for message in messages:
-            if _well_formed(message):
-                kept.append(message)
-                continue
-            n = self.counters["bad_messages"] = self.counters["bad_messages"] + 1
-            if n & (n - 1) == 0:   # the 1st, 2nd, 4th, 8th, ... bad message
-                stream, src = message[0], message[1]
-                text = (f"dropped a malformed message for task {task_id} on stream {stream!r:.60} "
-                        f"claiming to come from task {src!r:.20} ({n} so far)")
-                log.warning("transfer: %s", text)
-                if self._report_error is not None and type(task_id) is int:
-                    try:
-                        self._report_error(task_id, text)
-                    except Exception:  # noqa: BLE001 - reporting must never kill the receive thread
-                        log.exception("transfer: could not report a malformed message")
-        return kept
-
-    def _bad_frame(self, frame: bytes, exc: Exception) -> None:
-        self.counters["bad_frames"] += 1
-        n = self.counters["bad_frames"]
-        if n <= 10 or n % 1000 == 0:
-            log.warning("transfer: dropped a malformed frame of %d bytes (%s; %d so far)",
-                        len(frame), exc, n)
-
-
-def _well_formed(message: Any) -> bool:
-    """Whether a received ``(stream, src, values, anchors)`` has the shape executors rely on.
-
-    Anchors are ``None`` or a tuple ``(root, edge, ...)`` of int pairs; acker traffic carries
-    only ints (``__ack_init`` in triples, ``__ack_fail`` at least one root). User values are
-    the bolt's business: a wrong arity raises in user code, which restarts the task.
-    """
-    stream, src, values, anchors = message
-    if type(stream) is not str or type(src) is not int or not isinstance(values, (tuple, list)):
-        return False
-    if anchors is not None:
-        if type(anchors) is not tuple or len(anchors) % 2:
-            return False
-        for anchor_id in anchors:
-            if type(anchor_id) is not int:
-                return False
-    if stream in ACKER_STREAMS:
-        if not values or not all(type(v) is int for v in values):
-            return False
-        if stream == ACK_INIT and len(values) % 3:
-            return False
-        if stream == ACK_FAIL and len(values) != 1:
-            return False
-    return True
-
 
 _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                      | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
@@ -806,11 +684,6 @@ _HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_
 def _event_id(event: list[bytes]) -> int:
     """The event number of a ZeroMQ monitor message (first frame: uint16 event, uint32 value)."""
     return int.from_bytes(event[0][:2], "little") if event and len(event[0]) >= 2 else 0
-
-
-class _DeliveryError(Exception):
-    """The runtime raised while taking a well-formed batch: a framework failure of this worker,
-    not a peer's bad frame, so the receive loop lets its guard report it."""
 
 
 class _Stop:

@@ -18,7 +18,7 @@ The columns are built and checked with C-level passes (``zip(*messages)``, ``tup
 ``set(map(type, ...))``) instead of a Python function per tuple: stream and source once per
 run, the types of every value array, root and edge id in one pass each, and the
 acker streams' values (ints, in triples for ``__ack_init``) per run; only a batch failing
-that is checked message by message (``transfer._well_formed``), so that just its bad
+that is checked message by message (``door.well_formed``), so that just its bad
 messages are dropped.
 
 A batch that does not fit the columns (a message that is not a 4-sequence, a stream that is
@@ -141,7 +141,7 @@ def _anchors(columns: Any, n: int) -> tuple[Any, bool]:
 
 def _acker_values_ok(stream: str, values: Any) -> bool:
     """Whether a run of acker messages has the values the acker and spouts read: ints only,
-    ``__ack_init`` in triples, ``__ack_fail`` one root (``transfer._well_formed``, per run)."""
+    ``__ack_init`` in triples, ``__ack_fail`` one root (``door.well_formed``, per run)."""
     if not all(values) or not set(map(type, _flatten(values))) <= _INT:
         return False
     lengths = set(map(len, values))
