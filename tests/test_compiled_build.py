@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -155,8 +156,10 @@ def test_the_tuple_declarations_name_the_slots_of_tuple_py() -> None:
     from stormpy.api.tuple import Tuple
 
     pxd = (REPO / "stormpy" / "api" / "tuple.pxd").read_text()
-    line = next(x for x in pxd.splitlines() if "cdef public object" in x)
-    fields = [name.strip() for name in line.split("cdef public object", 1)[1].split(",")]
+    body = pxd.split("cdef class Tuple:", 1)[1].split("cdef class", 1)[0]
+    fields = [name.strip() for line in body.splitlines() if line.strip().startswith("cdef public ")
+              for name in re.sub(r"^cdef public (object|unsigned long long|double|bint) ", "",
+                                 line.strip()).split(",")]
     assert sorted(fields) == sorted(Tuple.__slots__)
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from stormpy.api.component import DRIVERS
 from stormpy.api.tuple import ReceivedTuple, Tuple
-from stormpy.task.tree import Anchors, Hand
+from stormpy.task.tree import Anchors, Hand, keep_shared
 
 try:
     import cython   # compiled, a constant of the compiler: the interpreted branch is not built
@@ -73,9 +73,6 @@ def _unshared_refs() -> int:
     return alone if _refs(probe) == alone + len(extra) else -1
 
 
-#: Shared values of one-field streams: strings up to this long, this many per (source, stream).
-_SHARE_MAX_LEN = 128
-_SHARE_MAX = 4096
 #: ``_refs`` of a tuple only the receive loop holds: it may be reused (``_unshared_refs``)
 _UNSHARED = _unshared_refs()
 
@@ -89,13 +86,7 @@ def _share(shared: dict[str, Any], cls: type, values: Sequence[Any]) -> Any:
     of that. Values are immutable, so tuples sharing them cannot tell; only ``str`` is
     shared (``1``, ``1.0`` and ``True`` are equal keys of different types).
     """
-    named: Any = _tuple_new(cls, values)
-    key = values[0]
-    if len(key) <= _SHARE_MAX_LEN:
-        if len(shared) >= _SHARE_MAX:
-            shared.clear()
-        shared[key] = named
-    return named
+    return keep_shared(shared, values[0], _tuple_new(cls, values))
 
 
 class Driver:
@@ -171,9 +162,8 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
     task, ex, process, auto_ack, held = self.task, self.executor, self.process, self.auto_ack, self.task.held
     tracked, now, sample, auto_anchor = bool(self.trees.num_ackers), _monotonic(), ex.sample_countdown, task.auto_anchor
     sample_every, execute_ms, process_ms, hand = self._sample_every, self._execute_ms, self._process_ms, task.hand
-    cur_key = last_src = last_stream = component_id = cls = named = tup = cast(Any, None)
+    cur_key = last_src = last_stream = component_id = cls = named = tup = shared = cast(Any, None)   # shared: dict
     run_start = skipped = not_acked = index = 0
-    shared: dict[str, Any] | None = None
     try:
         for index, message in enumerate(messages):
             stream, src, values, anchors = message
@@ -187,7 +177,9 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
                 if skey is not cur_key:
                     self._count(cur_key, index - run_start - skipped, not_acked)
                     cur_key, run_start, skipped, not_acked = skey, index, 0, 0
-            if shared is not None and len(values) == 1 and type(values[0]) is str:
+            if type(values) is cls:   # the emitter's shared values tuple (tree.new_row)
+                named = values
+            elif shared is not None and len(values) == 1 and type(values[0]) is str:
                 named = shared.get(values[0]) or _share(shared, cls, values)
             else:
                 named = _tuple_new(cls, values)
@@ -219,8 +211,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
             else:
                 held[id(tup)] = tup
                 not_acked += 1
-        hand.current = None
-        index = len(messages)
+        hand.current, index = None, len(messages)
     finally:
         hand.roots, hand.edges = None, 0   # a raise leaves tup in hand: on_crash fails it, edges and all
         ex.sample_countdown = sample if sample > 0 else sample_every   # 0: a sampled tuple raised

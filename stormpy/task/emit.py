@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from stormpy.serialization import SCALARS, SerializationError
 from stormpy.streams import DEFAULT_STREAM
 from stormpy.task.tree import EmitFn, Place
-from stormpy.api.tuple import Tuple
+from stormpy.api.tuple import Tuple, values_class
 
 if TYPE_CHECKING:
     from stormpy.task.executor import TaskBase
@@ -152,6 +152,10 @@ class FastRoute:
     #: ``ticks.append(None)`` counts a one-target emit (no int object per emit); the executor
     #: adds the count to ``counter`` when it flushes (``count_ticks``)
     ticks: list[None]
+    #: a stream of one field, fields-grouped on it: str value -> (targets, values tuple of
+    #: ``values_cls``), see ``tree.new_row``; else None
+    rows: dict[str, tuple[list[int], Any]] | None = None
+    values_cls: type | None = None
 
 
 def count_ticks(counter: list[int]) -> tuple[list[None], Callable[[], None]]:
@@ -256,8 +260,14 @@ def make_emit(task: TaskBase, place: Place, fast: Callable[[Any, FastRoute, Plac
     counter = ex.stats.stream_counter(DEFAULT_STREAM)
     ticks, fold = count_ticks(counter)
     ex.stat_folds.append(fold)
+    key_cache = getattr(select, "key_cache", None)
+    rows, values_cls = None, None
+    if key_cache is not None and route.num_fields == 1:   # fields grouping on the only field: tree.new_row
+        rows = ex.runtime.emit_rows.setdefault((task.component_id, DEFAULT_STREAM), {})
+        fields = ex.plan.components[task.component_id].streams[DEFAULT_STREAM].fields
+        values_cls = values_class(task.component_id, DEFAULT_STREAM, fields)
     fast_route = FastRoute(select=select, num_fields=route.num_fields, counter=counter,
                            check_value=ex.serialization.check_value,
-                           key_cache=getattr(select, "key_cache", None), key_index=getattr(select, "key_index", 0),
-                           ticks=ticks)
+                           key_cache=key_cache, key_index=getattr(select, "key_index", 0), ticks=ticks,
+                           rows=rows, values_cls=values_cls)
     return fast(task, fast_route, place, general)

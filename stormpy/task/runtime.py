@@ -304,6 +304,11 @@ class WorkerRuntime:
         self._round_sends: RoundSends | None = None
         if one_loop and hasattr(transfer, "send_many"):
             self.transfer = self._round_sends = RoundSends(transfer, self.local_tasks)
+        #: (component, stream) -> the rows of its tasks' fast emits fields-grouped on the one field
+        #: (``tree.new_row``): the plan fixes where a string goes, so every task of the component in
+        #: this worker routes it alike, and they share the lookups and the values tuples they send
+        #: (with a cache per task, two split tasks sent two tuples per word: 3% slower at par 2)
+        self.emit_rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.executors: dict[ExecutorRange, Executor[Any]] = {}
         self._by_task: dict[int, Executor[Any]] = {}
         for start, end in ranges:

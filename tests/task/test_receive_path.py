@@ -88,11 +88,16 @@ def test_received_tuples_are_whole_tuples_and_short_strings_share_their_values()
     ex, task = _bolt(runtime)
     words, pairs = _src(runtime, "words"), _src(runtime, "pairs")
     long_text = "x" * 500
+    info = ex.source_info(task, (DEFAULT_STREAM, words, ["storm"], None))
+    assert info is not None
+    emitted = info[1]._make(["flink"])   # a values tuple of the receiver's class (an emitter's new_row)
     task.driver.on_messages([(DEFAULT_STREAM, words, ["storm"], (11, 12)), (DEFAULT_STREAM, words, ["storm"], None),
                              (DEFAULT_STREAM, words, [1], None), (DEFAULT_STREAM, words, [True], None),
                              (DEFAULT_STREAM, words, [long_text], None), (DEFAULT_STREAM, words, [long_text], None),
-                             (DEFAULT_STREAM, pairs, ["p", "q"], None), (DEFAULT_STREAM, pairs, ["p", "q"], None)])
-    first, second, one, true, long1, long2, pair1, pair2 = SEEN
+                             (DEFAULT_STREAM, pairs, ["p", "q"], None), (DEFAULT_STREAM, pairs, ["p", "q"], None),
+                             (DEFAULT_STREAM, words, emitted, None)])
+    first, second, one, true, long1, long2, pair1, pair2, shared = SEEN
+    assert shared.values is emitted, "a values tuple of the source's class is taken as it is"
     assert all(isinstance(t, Tuple) for t in SEEN)
     assert (first.component, first.stream, first.task, first._anchors, first.id) == ("words", DEFAULT_STREAM, words,
                                                                                     (11, 12), 12)
