@@ -154,6 +154,9 @@ class ReceivedTuple(Tuple):
 
 
 _FIELDS: tuple[str, ...] = tuple(Tuple.__slots__)
+#: Slots that are C numbers in the compiled build (``tuple.pxd``): a pickle of a tuple that never
+#: set one (a subclass whose ``__init__`` skips ``Tuple``'s) carries None, restored as the default.
+_NUMBER_DEFAULTS: dict[str, Any] = {"_ack_val": 0, "_recv": 0.0, "_done": False}
 _OWN_CLASSES = (Tuple, ReceivedTuple, object)
 
 
@@ -161,7 +164,7 @@ def _restore(cls: type, fields: tuple[Any, ...], extra: dict[str, Any]) -> Tuple
     """A pickled or copied Tuple (or subclass) again (see ``Tuple.__reduce__``)."""
     tup: Tuple = cls.__new__(cls)
     for name, value in zip(_FIELDS, fields):
-        setattr(tup, name, value)
+        setattr(tup, name, _NUMBER_DEFAULTS.get(name) if value is None and name in _NUMBER_DEFAULTS else value)
     for name, value in extra.items():
         setattr(tup, name, value)
     return tup

@@ -14,7 +14,8 @@ Every emit, of every component, is the same four steps (DESIGN sections 2 and 6)
 ``place`` function (``tree.spout_place`` or ``tree.bolt_place``): a general path for every
 case, and a short path for the common one (default stream, a list of plain scalars), built by
 ``tree.fast_spout_emit``/``tree.fast_bolt_emit`` from a :class:`FastRoute` — it runs once per
-emitted tuple. Everything here runs on the executor thread that owns the Outbox.
+emitted tuple. Everything here runs on the executor thread that owns the Outbox, except that
+the fast emits of one component's tasks in a worker share their rows (``WorkerRuntime.emit_rows``).
 """
 from __future__ import annotations
 

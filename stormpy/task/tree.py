@@ -37,7 +37,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from stormpy.streams import ACK_ACK, ACK_FAIL, ACK_INIT, DEFAULT_STREAM
 
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 #: one-entry dict to build and a quarter to read (no hash table, no iterator).
 Anchors = tuple[int, ...]
 #: ``place(stream, values, targets, tup_id, anchors)``: anchor and queue one emit.
-Place = Callable[[str, list[Any], Sequence[int], Any, Any], None]
+Place = Callable[[str, Sequence[Any], Sequence[int], Any, Any], None]
 #: A task's ``emit(values, tup_id, stream, anchors, direct_task, need_task_ids)``.
 EmitFn = Callable[..., "list[int] | None"]
 
@@ -116,9 +116,10 @@ _FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
 SHARE_MAX_LEN = 128
 SHARE_MAX = 4096
 _tuple_new = tuple.__new__
+_V = TypeVar("_V")
 
 
-def keep_shared(cache: dict[str, Any], key: str, value: Any) -> Any:
+def keep_shared(cache: dict[str, _V], key: str, value: _V) -> _V:
     """``value``, kept in ``cache`` under ``key`` if the string is short; a full cache starts over."""
     if len(key) <= SHARE_MAX_LEN:
         if len(cache) >= SHARE_MAX:
@@ -134,11 +135,24 @@ def new_row(route: FastRoute, values: Sequence[Any]) -> tuple[list[int], Any]:
     The emit looks the string up once to route it; the values tuple it sends is of the class
     the receivers name their source's values with (``values_class``), and a receive loop takes
     a tuple of that class as it is (``drivers._deliver``), so the word is not looked up again on
-    the receiving side: one dict lookup less a word (~190 machine instructions compiled, in the
-    local word count's count bolt).
+    the receiving side (with the string's second hash and comparison, and what comes of them:
+    352 of 8,753 machine instructions a word compiled, the local word count at parallelism 2).
+    A cache cleared when full (``SHARE_MAX`` strings) costs each string it held one ``select``
+    and one tuple again, as the receive side's cache did before.
+
+    One cache per component and worker (``WorkerRuntime.emit_rows``): the plan fixes where a
+    string goes, so every task of the component routes it alike and they share the rows (with a
+    cache per task, two split tasks send a word as two tuples, which the count task then tells
+    apart by comparing strings). Tasks on threads of their own share it too: a dict's get, set and
+    clear are each atomic under the interpreter lock, and a lookup that misses a row cleared in
+    between makes it again.
     """
-    row = (route.select(values), _tuple_new(route.values_cls, values))
-    return keep_shared(route.rows, values[0], row)  # type: ignore[arg-type]  # rows: set with values_cls
+    rows, cls = route.rows, route.values_cls
+    assert rows is not None and cls is not None   # make_emit sets both or neither
+    row: tuple[list[int], Any] = (route.select(values), _tuple_new(cls, values))
+    return keep_shared(rows, values[0], row)
+
+
 #: ``BoltTask.hand.roots`` while emits anchor to something other than the driver's tuple in
 #: hand (``anchored()``, ``processing()``): its length is not 2, so the fast emit takes the
 #: general path, which reads ``batch_anchors`` and ``current`` itself.
@@ -209,7 +223,7 @@ class TupleTrees:
         self.root_bits, self.root_mult, self.root_home = 64 - n.bit_length(), n, index
 
     # ------------------------------------------------------------ start and extend
-    def start(self, targets: Sequence[int], stream: str, spout_task: int, values: list[Any]) -> int:
+    def start(self, targets: Sequence[int], stream: str, spout_task: int, values: Sequence[Any]) -> int:
         """Start a tree: a new root, one anchored message per target, ``__ack_init`` to the
         root's acker. Returns the root (the spout task's pending map keeps it)."""
         root = self.new_root()
@@ -221,7 +235,7 @@ class TupleTrees:
         bits = (_draw() >> (64 - self.root_bits)) if cython.compiled else _getrandbits(self.root_bits)
         return bits * self.root_mult + self.root_home
 
-    def edges(self, targets: Sequence[int], stream: str, src: int, values: list[Any], root: int) -> int:
+    def edges(self, targets: Sequence[int], stream: str, src: int, values: Sequence[Any], root: int) -> int:
         """One message per target anchored to ``(root, new edge)``; returns the XOR of the edges.
 
         The anchored half of every emit of a tree with one root (a spout's new tree, a bolt's
@@ -475,7 +489,7 @@ def spout_place(task: SpoutTask) -> Place:
     ack_now = task.ack_now
     monotonic = time.monotonic
 
-    def place(stream: str, values: list[Any], targets: Sequence[int], tup_id: Any, anchors: Any) -> None:
+    def place(stream: str, values: Sequence[Any], targets: Sequence[int], tup_id: Any, anchors: Any) -> None:
         if tup_id is not None and num_ackers and targets:
             pending_put(start(targets, stream, tid, values), [tup_id, monotonic(), stream])
         else:
@@ -487,7 +501,7 @@ def spout_place(task: SpoutTask) -> Place:
     return place
 
 
-def _anchored_place(task: BoltTask) -> Callable[[str, list[Any], Sequence[int], Sequence[Any]], None]:
+def _anchored_place(task: BoltTask) -> Callable[[str, Sequence[Any], Sequence[int], Sequence[Any]], None]:
     """A bolt's emit anchored to any number of Tuples and raw messages, one edge per anchor
     and target; raw messages' edges join the combined acks at once (see ``extend_raw``)."""
     trees = task.trees
@@ -496,7 +510,7 @@ def _anchored_place(task: BoltTask) -> Callable[[str, list[Any], Sequence[int], 
     tid = task.task_id
     getrandbits = _getrandbits
 
-    def place_anchored(stream: str, values: list[Any], targets: Sequence[int], anchors: Sequence[Any]) -> None:
+    def place_anchored(stream: str, values: Sequence[Any], targets: Sequence[int], anchors: Sequence[Any]) -> None:
         message = None
         for target in targets:
             out_anchors: dict[int, int] | None = None
@@ -538,7 +552,7 @@ def bolt_place(task: BoltTask) -> Place:
     place_anchored = _anchored_place(task)
     tid = task.task_id
 
-    def place(stream: str, values: list[Any], targets: Sequence[int], tup_id: Any, anchors: Any) -> None:
+    def place(stream: str, values: Sequence[Any], targets: Sequence[int], tup_id: Any, anchors: Any) -> None:
         if anchors is None:
             anchors = task.batch_anchors
             if anchors is None:

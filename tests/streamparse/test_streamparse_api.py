@@ -182,6 +182,18 @@ def test_a_tuple_copies_pickles_and_subclasses_alike_compiled_or_not() -> None:
         assert type(other) is Marked and other.mark == "seen" and other == marked
     tup.values = ["c"]
     assert tuple(tup)[4] == ["c"]
+
+    class Bare(Tuple):   # an __init__ that skips Tuple's: its pickle carries None for unset slots
+        __slots__ = ()
+
+        def __init__(self) -> None:
+            pass
+
+    from stormpy.api.tuple import _FIELDS, _restore
+    fields = tuple({"component": "spout", "stream": "default", "task": 3, "values": ["d"]}.get(name)
+                   for name in _FIELDS)
+    bare = _restore(Bare, fields, {})   # what a pickle of an interpreted Bare() carries
+    assert (bare._ack_val, bare._recv, bare._done, bare.values) == (0, 0.0, False, ["d"])
     with pytest.raises(AttributeError):
         tup.not_a_field = 1   # type: ignore[attr-defined]
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from stormpy import Bolt, Grouping, Spout, Topology, Tuple
 from stormpy.acker.ledger import ACKED, Ledger
 from stormpy.streams import ACK_ACK, ACK_INIT, DEFAULT_STREAM
@@ -27,6 +29,10 @@ WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
 
 class Sentences(Spout):
     outputs = ["sentence"]
+
+
+class Words(Spout):
+    outputs = ["word"]
 
 
 class Split(Bolt):
@@ -53,8 +59,8 @@ class Recorder:
         self.sent.extend((dest, m) for m in messages)
 
 
-def _runtime(**conf: Any) -> tuple[WorkerRuntime, Recorder]:
-    plan = build_plan(compile_topology(WordCount), {"topology.acker.executors": 2, **conf}, "wc-1", "wc")
+def _runtime(topology: type[Topology] = WordCount, **conf: Any) -> tuple[WorkerRuntime, Recorder]:
+    plan = build_plan(compile_topology(topology), {"topology.acker.executors": 2, **conf}, "wc-1", "wc")
     recorder = Recorder()
     return WorkerRuntime(plan, plan.executors(), recorder), recorder
 
@@ -292,32 +298,86 @@ def test_a_failed_tree_takes_its_uncombined_raw_acks_with_it() -> None:
     assert all(10 not in m[2] for m in sent if m[0] != "__ack_fail")
 
 
+class WordsBySplitTwo(Topology):
+    """Two split tasks (two executors) feeding a count by fields, and a spout of words by fields."""
+    spout = Sentences.spec(par=1)
+    split = Split.spec(inputs={spout: Grouping.SHUFFLE}, par=2)
+    count = Count.spec(inputs={split: Grouping.fields("word")}, par=2)
+    words = Words.spec(par=1)
+    tally = Count.spec(inputs={words: Grouping.fields("word")}, par=2)
+
+
+def _values_class_at(runtime: WorkerRuntime, receiver: str, message: Any) -> type:
+    """The values class the receiving executor names ``message``'s source's values with."""
+    ex: BoltExecutor = _executor(runtime, receiver)
+    info = ex.source_info(BoltTask(ex, ex.start_task), message)
+    assert info is not None
+    return info[1]
+
+
+def _values_of(sent: list[tuple[int, Any]], value: Any) -> list[Any]:
+    return [m[2] for _dest, m in sent if m[0] == DEFAULT_STREAM and m[2][0] == value]
+
+
 def test_a_fields_grouped_word_goes_out_as_the_values_tuple_its_receiver_takes_as_it_is() -> None:
     """The fast emit of a one-field stream fields-grouped on that field sends, per string, one
     values tuple of the class the receiving executor names the source's values with, one per
-    worker: the count side's receive loop takes it without a lookup (``drivers._deliver``)."""
-    runtime, recorder = _runtime()
-    ex: BoltExecutor = _executor(runtime, "split")
-    task = BoltTask(ex, ex.start_task)
+    component and worker: the count side's receive loop takes it without a lookup
+    (``drivers._deliver``)."""
+    runtime, recorder = _runtime(WordsBySplitTwo)
+    first, second = [e for e in runtime.executors.values() if e.component_id == "split"]
+    task = BoltTask(first, first.start_task)
     for word in ["a", "b", "a", "x" * 500, "x" * 500]:
         task.emit([word])
     task.emit([7])
-    BoltTask(ex, ex.start_task).emit(["b"])   # another task of the component in this worker
-    ex.flush()
-    sent = [m for _dest, m in recorder.sent if m[0] == DEFAULT_STREAM]   # grouped by destination
-    counter: BoltExecutor = _executor(runtime, "count")
-    info = counter.source_info(BoltTask(counter, counter.start_task), sent[0])
-    assert info is not None
-    cls = info[1]
-
-    def values_of(value: Any) -> list[Any]:
-        return [m[2] for m in sent if m[2][0] == value]
-
-    a1, a2 = values_of("a")
-    b1, b2 = values_of("b")
-    long1, long2 = values_of("x" * 500)
+    BoltTask(second, second.start_task).emit(["b"])   # the component's other task
+    assert second.start_task != first.start_task
+    first.flush()
+    second.flush()
+    sent = recorder.sent
+    a1, a2 = _values_of(sent, "a")
+    b1, b2 = _values_of(sent, "b")
+    long1, long2 = _values_of(sent, "x" * 500)
+    cls = _values_class_at(runtime, "count", next(m for _dest, m in sent if m[0] == DEFAULT_STREAM))
     assert type(a1) is cls and type(long1) is cls and a1.word == "a" and a1 == ("a",)
     assert a2 is a1, "one tuple per string"
     assert b2 is b1, "the tasks of one component in a worker share the tuples"
     assert long1 == long2 and long1 is not long2, "long strings are not kept"
-    assert values_of(7) == [[7]] and type(values_of(7)[0]) is list, "only str values go out as a shared tuple"
+    assert _values_of(sent, 7) == [[7]] and type(_values_of(sent, 7)[0]) is list, \
+        "only str values go out as a shared tuple"
+
+
+@pytest.mark.parametrize("ackers", [2, 0])
+def test_a_spout_sends_a_fields_grouped_word_as_the_shared_values_tuple(ackers: int) -> None:
+    """The spout's fast emit does the same, tracked (a new tree) or, without ackers, through
+    ``spout_place`` (acked at once)."""
+    runtime, recorder = _runtime(WordsBySplitTwo, **{"topology.acker.executors": ackers})
+    ex: SpoutExecutor = _executor(runtime, "words")
+    task = SpoutTask(ex, ex.start_task)
+    for n, word in enumerate(["a", "b", "a"]):
+        task.emit([word], tup_id=n)
+    ex.flush()
+    (a1, a2), (b1,) = _values_of(recorder.sent, "a"), _values_of(recorder.sent, "b")
+    cls = _values_class_at(runtime, "tally", next(m for _dest, m in recorder.sent if m[0] == DEFAULT_STREAM))
+    assert type(a1) is cls and type(b1) is cls and a2 is a1
+    data = [m for _dest, m in recorder.sent if m[0] == DEFAULT_STREAM]
+    assert [m[3] is not None for m in data] == [bool(ackers)] * 3, "tracked only with ackers"
+    assert len(task.pending_live) == (3 if ackers else 0) and len(task.ack_now) == (0 if ackers else 3)
+
+
+def test_a_full_row_cache_starts_over_and_routes_every_word_as_the_grouping_does(monkeypatch: Any) -> None:
+    import stormpy.task.tree as tree
+    monkeypatch.setattr(tree, "SHARE_MAX", 4)
+    runtime, recorder = _runtime(WordsBySplitTwo)
+    ex: BoltExecutor = _executor(runtime, "split")
+    task = BoltTask(ex, ex.start_task)
+    words = [f"w{i}" for i in range(11)] * 2
+    for word in words:
+        task.emit([word])
+    ex.flush()
+    rows = runtime.emit_rows[("split", DEFAULT_STREAM)]
+    assert 0 < len(rows) <= 4
+    select = task.routes[DEFAULT_STREAM].select
+    routed = {(dest, m[2][0]) for dest, m in recorder.sent if m[0] == DEFAULT_STREAM}
+    assert routed == {(select([w])[0], w) for w in words}, "every word where the grouping sends it"
+    assert len([1 for _dest, m in recorder.sent if m[0] == DEFAULT_STREAM]) == len(words)
