@@ -23,3 +23,5 @@ cdef void _process_timed(process, ReceivedTuple tup, double received, bint auto_
 
 @cython.locals(entry=list)
 cdef void _add_latency(dict table, object key, double ms) except *
+
+cdef object _with_value(object anchors, unsigned long long val, list valued)

@@ -56,8 +56,10 @@ def shuffle_selector(tasks: Sequence[int], rng: random.Random) -> Selector:
         only = choices[0]
         return lambda values: only
     rng.shuffle(choices)
-    following = itertools.cycle(choices).__next__
-    return lambda values: following()
+    following = itertools.cycle(choices)
+    # next(): a direct call of the cycle's C next; a bound ``__next__`` is a method-wrapper,
+    # called through its generic slot wrapper (~110 machine instructions a tuple compiled)
+    return lambda values: next(following)
 
 
 def fields_selector(tasks: Sequence[int], indexes: list[int]) -> Selector:

@@ -15,3 +15,6 @@ cdef class Hand:
     cdef public object current
     cdef public object roots
     cdef public unsigned long long edges
+
+@cython.locals(old=object, c_old=cython.ulonglong)
+cdef void _settle_run(dict pending, object root, unsigned long long val) except *

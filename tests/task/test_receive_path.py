@@ -270,7 +270,8 @@ def test_a_step_joins_queued_batches_for_one_task_in_order_and_keeps_control_cal
     """Batches queued for one task reach its driver as one batch (issue 24: parallelism 2 sends
     more, smaller batches) while the joined one holds fewer than ``topology.transfer.batch.size``
     messages; a control call
-    ends the join and runs between the batches around it; the received lists are not changed."""
+    ends the join and runs between the batches around it. The first list of a join is extended
+    in place (a received list is the executor's alone); the others are not changed."""
     SEEN.clear()
     runtime, _ = _runtime(**{"topology.transfer.batch.size": 5})
     ex, task = _bolt(runtime)
@@ -293,9 +294,25 @@ def test_a_step_joins_queued_batches_for_one_task_in_order_and_keeps_control_cal
     assert [[m[2][0] for m in c] for c in calls] == [["a", "b", "c", "e", "f", "g"], ["h"], ["i"]]
     assert order == ["control after 7 tuples"]
     assert [t.values[0] for t in SEEN] == list("abcefghi")
-    assert len(first) == 2 and len(second) == 1 and len(third) == 3, "the received lists are kept"
+    assert len(first) == 6 and len(second) == 1 and len(third) == 3, "the first list joined the others"
     assert ex.queued == 0 and ex.queue.empty()
     assert dict(ex.stats.executed) == {("words", DEFAULT_STREAM): 7, ("pairs", DEFAULT_STREAM): 1}
+
+
+def test_a_join_starting_with_a_batch_off_the_wire_copies_its_tuple() -> None:
+    """The wire may hand a batch over as a tuple (msgpack ``use_list=False``): a join starting
+    with one copies it into a list, and a tuple joining a list is added to it."""
+    SEEN.clear()
+    runtime, _ = _runtime(**{"topology.transfer.batch.size": 50})
+    ex, task = _bolt(runtime)
+    words = _src(runtime, "words")
+    off_wire = tuple((DEFAULT_STREAM, words, (w,), None) for w in ("a", "b"))
+    ex.enqueue(task.task_id, off_wire)
+    ex.enqueue(task.task_id, [(DEFAULT_STREAM, words, ["c"], None)])
+    ex.enqueue(task.task_id, ((DEFAULT_STREAM, words, ("d",), None),))
+    assert ex.step() == 0.0
+    assert [t.values[0] for t in SEEN] == list("abcd")
+    assert len(off_wire) == 2 and ex.queued == 0
 
 
 def test_a_raw_batch_bolts_queued_batches_are_not_joined() -> None:

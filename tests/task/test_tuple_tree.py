@@ -211,6 +211,44 @@ def test_the_driver_settles_a_batch_as_acking_each_tuple_would() -> None:
     assert set(by_driver) == set(roots)
 
 
+class Splitting(Bolt):
+    outputs = ["word"]
+
+    def process(self, tup: Tuple) -> None:
+        for word in tup.values[0].split():
+            self.emit([word])
+
+
+class SplittingCount(Topology):
+    spout = Sentences.spec(par=1)
+    split = Splitting.spec(inputs={spout: Grouping.SHUFFLE}, par=1)
+    count = Count.spec(inputs={split: Grouping.fields("word")}, par=2)
+
+
+def test_the_driver_settles_what_an_emitting_bolt_acks_with_its_children_edges() -> None:
+    """An auto-acked tuple that emitted settles its edge XOR its children's edges: of one root
+    folded into its run (``drivers._with_value``), of several roots per root (``valued``)."""
+    random.seed(4)
+    runtime, recorder = _runtime(SplittingCount)
+    ex: BoltExecutor = _executor(runtime, "split")
+    task = BoltTask(ex, ex.start_task)
+    ex.tasks[task.task_id] = task
+    ex._start_task(task)
+    spout_task = runtime.plan.components["spout"].tasks[0]
+    roots = [random.getrandbits(64) for _ in range(3)]
+    inputs = [("a b c", (roots[0], 11)), ("d", (roots[0], 12)), ("e f", (roots[1], 13, roots[2], 14)),
+              ("g", None), ("h i", (roots[2], 15))]
+    task.driver.on_messages([(DEFAULT_STREAM, spout_task, [text], anchors) for text, anchors in inputs])
+    expected = {roots[0]: 11 ^ 12, roots[1]: 13, roots[2]: 14 ^ 15}
+    ex.outbox.flush()
+    for _dest, m in recorder.sent:
+        if m[0] == DEFAULT_STREAM and m[3] is not None:
+            for root, edge in zip(m[3][0::2], m[3][1::2]):
+                expected[root] ^= edge
+    assert sum(1 for _dest, m in recorder.sent if m[0] == DEFAULT_STREAM) == 9
+    assert dict(ex.trees.pending) == expected
+
+
 def test_ids_out_of_the_64_bit_range_settle_as_each_tuple_would() -> None:
     """Compiled, a run's XOR is a C 64-bit integer; a negative or too large id (a peer's bug)
     sends the rest of the batch, from that run on, through ``settle`` one tuple at a time:
@@ -226,6 +264,12 @@ def test_ids_out_of_the_64_bit_range_settle_as_each_tuple_would() -> None:
         one_by_one = _executor(_runtime()[0], "count").trees
         for a, v in zip(anchors, vals):
             one_by_one.settle(a, v)
+        assert in_runs.pending == one_by_one.pending, bad
+        # a later batch's run of a root whose combined value is beyond 64 bits now
+        later = [(roots[1], 20), (roots[1], 21), (roots[0], 22)]
+        in_runs.settle_runs(later, [])
+        for a in later:
+            one_by_one.settle(a)
         assert in_runs.pending == one_by_one.pending, bad
 
 
