@@ -337,11 +337,17 @@ class TupleTrees:
                     run_val ^= edge
                 else:
                     if run_root is not None:
-                        _settle_run(pending, run_root, run_val)
+                        if cython.compiled:
+                            _settle_run(pending, run_root, run_val)
+                        else:   # interpreted, a call would cost more than it saves
+                            pending[run_root] = pending.get(run_root, 0) ^ run_val
                     run_root, run_start = root, i
                     run_val = edge
             if run_root is not None:
-                _settle_run(pending, run_root, run_val)
+                if cython.compiled:
+                    _settle_run(pending, run_root, run_val)
+                else:
+                    pending[run_root] = pending.get(run_root, 0) ^ run_val
         except OverflowError:
             for j in range(run_start, len(anchors_list)):
                 if j > i or len(anchors_list[j]) == 2:   # tuples of several roots before i are settled
@@ -424,21 +430,19 @@ class TupleTrees:
 
 
 def _settle_run(pending: dict[int, int], root: int, val: int) -> None:
-    """``pending[root] ^= val`` for a run of ``settle_runs``, one dict update: a root not yet
-    there takes ``val`` as it is, and compiled the XOR is of C integers (``tree.pxd``). Per run
-    that was a lookup, an int made of ``val``, an XOR making another and the update (~780
-    machine instructions, the local word count's ~3 runs a sentence at parallelism 1, 4 at 2);
-    now ~590 for a new root, ~640 for one already there. A value beyond 64 bits (``settle``'s
-    Python ints, from a peer's bad id) raises OverflowError before ``pending`` changes:
-    ``settle_runs`` then settles the run one tuple at a time."""
+    """``pending[root] ^= val`` for a run of ``settle_runs``, compiled (``tree.pxd``), one dict
+    update: a root not yet there takes ``val`` as it is, else the XOR is of C integers. A run
+    was a lookup, an int made of ``val``, an XOR making another int and the update (~780
+    machine instructions); now ~670 on average (callgrind, the local word count: two runs a
+    sentence at parallelism 1, the split's and the count's, three at 2). A value beyond 64 bits
+    (``settle``'s Python ints, from a peer's bad id) raises OverflowError before ``pending``
+    changes: ``settle_runs`` then settles the run one tuple at a time."""
     old = pending.get(root)
     if old is None:
         pending[root] = val
-    elif cython.compiled:
-        c_old = old
-        pending[root] = c_old ^ val
     else:
-        pending[root] = old ^ val
+        c_old = old   # a C integer (tree.pxd)
+        pending[root] = c_old ^ val
 
 
 def _add_pending(per_acker: list[list[int]], pending: dict[int, int]) -> None:
