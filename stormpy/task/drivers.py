@@ -116,7 +116,8 @@ class TupleDriver(Driver):
     """One Tuple and one ``process`` call per message; acks settled once per batch.
 
     No locks and no per-tuple queue operations: per message one Tuple and, with ``auto_ack``,
-    its anchors and ack value appended to two lists; the batch's acks are settled together by
+    its anchors appended to a list (with its ack value in its edge, ``_with_value``; a tuple of
+    several roots also on a second list with its value); the batch's acks are settled together by
     the executor's ``TupleTrees`` (``settle_runs``: consecutive tuples of one tree, like a
     sentence's words, combine without touching its dict).
     """
@@ -135,8 +136,8 @@ class TupleDriver(Driver):
         self._sample_every: int = self.executor.settings.sample_every
 
     def on_messages(self, messages: list[Any]) -> None:
-        acked: list[Anchors] = []   # anchors and ack values of the acked tuples, settled
-        valued: list[tuple[Anchors, int]] = []   # together at the end of the batch (non-0 values)
+        acked: list[Anchors] = []   # the acked tuples' anchors (one root: value in the edge), and
+        valued: list[tuple[Anchors, int]] = []   # several roots' (anchors, non-0 value): settled at the end
         # where the loop stopped: [stats key, its run's first index, skipped in the run,
         # not auto-acked in the run, index reached (the message that raised, else the end)]
         state: list[Any] = [None, 0, 0, 0, 0]

@@ -230,7 +230,9 @@ class Executor(Generic[TaskT]):
 
     # ------------------------------------------------------------ other threads
     def enqueue(self, task_id: int | None, messages: Any) -> None:
-        """Hand a batch to this executor (transport threads, other executors)."""
+        """Hand a batch to this executor (transport threads, other executors). The list is
+        handed over: the caller keeps no use of it (a step may extend it in place, joining the
+        task's next batch to it, ``BoltExecutor._take_joined``)."""
         n = len(messages) if task_id is not None else 0
         with self._qlock:
             self.queued += n

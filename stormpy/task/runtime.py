@@ -443,7 +443,8 @@ class WorkerRuntime:
 
     # ------------------------------------------------------------ transport
     def receive(self, task_id: int, messages: list[Any]) -> None:
-        """Deliver a batch for one local task (called by the transfer and transports)."""
+        """Deliver a batch for one local task (called by the transfer and transports); the
+        list is handed over (``Executor.enqueue``)."""
         executor = self._by_task.get(task_id)
         if executor is None:
             log.warning("runtime: %d messages for task %s, which is not here, dropped", len(messages), task_id)

@@ -301,7 +301,7 @@ class TupleTrees:
         self.settle_runs(anchors_list, valued)
 
     @cython.locals(pending=dict, anchors_list=list, run_val=cython.ulonglong, edge=cython.ulonglong,
-                   i=cython.Py_ssize_t, run_start=cython.Py_ssize_t)
+                   i=cython.Py_ssize_t, run_start=cython.Py_ssize_t, compiled=cython.bint)
     def settle_runs(self, anchors_list: list[Anchors], valued: Sequence[tuple[Anchors, int]]) -> None:
         """``settle`` for the acked tuples of a received batch, given as their anchors, and
         ``(anchors, ack value)`` of those whose ack value is not 0 (the driver keeps these, not
@@ -314,16 +314,18 @@ class TupleTrees:
         that emits nothing (a count) acks tuples whose values are all 0, and has nothing in
         ``valued``.
 
-        A tuple of one root that emitted comes with its ack value already in its edge (the
-        driver's ``_with_value``), so only tuples of several roots are in ``valued``.
+        From the driver, a tuple of one root that emitted comes with its ack value already in
+        its edge (``drivers._with_value``: one dict update a run, not one more a tuple), and only
+        tuples of several roots are in ``valued``; ``settle_tuples`` passes every tuple's.
 
         Compiled, a run's XOR is a C 64-bit integer (``tree.pxd``): no int object per tuple.
-        An id outside 0..2**64-1 (a peer's bug: the wire checks ids are ints) does not fit; the
-        batch's rest, from the run that met it, is then settled one tuple at a time as
-        Python ints, as interpreted."""
+        An id outside 0..2**64-1 (a peer's bug: the wire checks ids are ints) does not fit, nor
+        does a combined value such an id left in ``pending`` for a later batch (until the next
+        flush); the batch's rest, from the run that met it, is then settled one tuple at a time
+        as Python ints, as interpreted."""
         if not self.num_ackers:
             return
-        pending = self.pending
+        pending, compiled = self.pending, cython.compiled   # interpreted, a local is read faster
         run_root: int | None = None
         run_val = 0
         run_start = i = 0
@@ -337,14 +339,14 @@ class TupleTrees:
                     run_val ^= edge
                 else:
                     if run_root is not None:
-                        if cython.compiled:
+                        if compiled:
                             _settle_run(pending, run_root, run_val)
                         else:   # interpreted, a call would cost more than it saves
                             pending[run_root] = pending.get(run_root, 0) ^ run_val
                     run_root, run_start = root, i
                     run_val = edge
             if run_root is not None:
-                if cython.compiled:
+                if compiled:
                     _settle_run(pending, run_root, run_val)
                 else:
                     pending[run_root] = pending.get(run_root, 0) ^ run_val
@@ -434,9 +436,9 @@ def _settle_run(pending: dict[int, int], root: int, val: int) -> None:
     update: a root not yet there takes ``val`` as it is, else the XOR is of C integers. A run
     was a lookup, an int made of ``val``, an XOR making another int and the update (~780
     machine instructions); now ~670 on average (callgrind, the local word count: two runs a
-    sentence at parallelism 1, the split's and the count's, three at 2). A value beyond 64 bits
-    (``settle``'s Python ints, from a peer's bad id) raises OverflowError before ``pending``
-    changes: ``settle_runs`` then settles the run one tuple at a time."""
+    sentence at parallelism 1, the split's and the count's, three at 2). A stored value outside
+    0..2**64-1 (``settle``'s Python ints, from a peer's bad id) raises OverflowError before
+    ``pending`` changes: ``settle_runs`` then settles the run one tuple at a time."""
     old = pending.get(root)
     if old is None:
         pending[root] = val

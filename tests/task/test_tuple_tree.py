@@ -265,12 +265,15 @@ def test_ids_out_of_the_64_bit_range_settle_as_each_tuple_would() -> None:
         for a, v in zip(anchors, vals):
             one_by_one.settle(a, v)
         assert in_runs.pending == one_by_one.pending, bad
-        # a later batch's run of a root whose combined value is beyond 64 bits now
-        later = [(roots[1], 20), (roots[1], 21), (roots[0], 22)]
-        in_runs.settle_runs(later, [])
-        for a in later:
-            one_by_one.settle(a)
-        assert in_runs.pending == one_by_one.pending, bad
+        # later batches with runs of roots[1], whose combined value is outside 64 bits now: first,
+        # after a run already settled, inside a run of several roots, last (after the loop)
+        for later in ([(roots[1], 20), (roots[1], 21), (roots[0], 22)],
+                      [(roots[0], 23), (roots[0], 24), (roots[1], 25), (roots[1], 26)],
+                      [(roots[0], 1), (roots[1], 3), (roots[0], 2, roots[2], 6), (roots[1], 4)]):
+            in_runs.settle_runs(later, [])
+            for a in later:
+                one_by_one.settle(a)
+            assert in_runs.pending == one_by_one.pending, (bad, later)
 
 
 def test_settling_in_runs_equals_settling_each_tuple_with_its_ack_value() -> None:
