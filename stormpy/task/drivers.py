@@ -219,9 +219,9 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
 
 def _with_value(anchors: Anchors, val: int, valued: list[tuple[Anchors, int]]) -> Anchors:
     """What an acked tuple that emitted is settled with: of one root, its edge XOR its ack value,
-    which ``settle_runs`` takes with the rest of the tree's run (it was a second pass, one dict
-    update a tuple: ~480 machine instructions a sentence in the word count's split bolt);
-    of several roots, its anchors, and ``(anchors, value)`` onto ``valued``."""
+    which ``settle_runs`` takes with the rest of the tree's run (it was a second pass: one more
+    dict update a tuple, a sentence in the word count's split bolt); of several roots, its
+    anchors, and ``(anchors, value)`` onto ``valued``."""
     if len(anchors) == 2:
         return (anchors[0], anchors[1] ^ val)
     valued.append((anchors, val))
