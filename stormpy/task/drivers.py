@@ -49,8 +49,10 @@ _new_tuple = ReceivedTuple
 _monotonic = time.monotonic
 if cython.compiled:   # the count read in C: calling sys.getrefcount cost ~130 machine instructions a tuple
     from cython.cimports.cpython.ref import Py_REFCNT as _refs
+    from cython.cimports.stormpy.task.capi import list_put, list_with_room   # lists with room: capi.pxd
 else:
     _refs = sys.getrefcount
+    from stormpy.task.capi import list_put, list_with_room
 
 
 def _unshared_refs() -> int:
@@ -136,8 +138,10 @@ class TupleDriver(Driver):
         self._sample_every: int = self.executor.settings.sample_every
 
     def on_messages(self, messages: list[Any]) -> None:
-        acked: list[Anchors] = []   # the acked tuples' anchors (one root: value in the edge), and
-        valued: list[tuple[Anchors, int]] = []   # several roots' (anchors, non-0 value): settled at the end
+        # the acked tuples' anchors (one root: value in the edge; compiled, a list with room for a
+        # batch's: capi.pxd), and several roots' (anchors, non-0 value): settled at the end
+        acked: list[Anchors] = list_with_room(len(messages))
+        valued: list[tuple[Anchors, int]] = []
         # where the loop stopped: [stats key, its run's first index, skipped in the run,
         # not auto-acked in the run, index reached (the message that raised, else the end)]
         state: list[Any] = [None, 0, 0, 0, 0]
@@ -192,8 +196,7 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
             hand.current = tup   # task.current
             if auto_anchor:
                 hand.roots = anchors
-            sample -= 1
-            if sample:
+            if (sample := sample - 1):
                 process(tup)
             else:
                 _process_timed(process, tup, now, auto_ack, execute_ms, process_ms)
@@ -206,7 +209,10 @@ def _deliver(self: TupleDriver, messages: list[Any], acked: list[Anchors], value
             elif auto_ack:
                 tup._done = True
                 if anchors is not None and tracked:   # emitted: its ack value joins (_with_value)
-                    acked.append(_with_value(anchors, tup._ack_val, valued) if tup._ack_val else anchors)
+                    if cython.compiled:   # into the room list_with_room made (capi.pxd)
+                        list_put(acked, _with_value(anchors, tup._ack_val, valued) if tup._ack_val else anchors)
+                    else:   # interpreted, acked.append is one instruction, list_put (list.append) a call
+                        acked.append(_with_value(anchors, tup._ack_val, valued) if tup._ack_val else anchors)
             else:
                 held[id(tup)] = tup
                 not_acked += 1

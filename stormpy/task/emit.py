@@ -27,8 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 from stormpy.serialization import SCALARS, SerializationError
 from stormpy.streams import DEFAULT_STREAM
-from stormpy.task.tree import EmitFn, Place
+from stormpy.task.tree import EmitFn, Place, Ticks
 from stormpy.api.tuple import Tuple, values_class
+
+try:
+    import cython   # compiled, a constant of the compiler: the interpreted branch is not built
+except ImportError:   # Cython is only needed to build: interpreted without it, the same answer
+    from stormpy.task import not_compiled as cython   # type: ignore[no-redef]  # the same names
+if cython.compiled:   # lists with room: see capi.pxd
+    from cython.cimports.stormpy.task.capi import list_put, list_with_room
+else:
+    from stormpy.task.capi import list_put, list_with_room
 
 if TYPE_CHECKING:
     from stormpy.task.executor import TaskBase
@@ -54,7 +63,7 @@ class Outbox:
     replaced, so such references stay valid.
     """
 
-    __slots__ = ("boxes", "batch_size", "_send", "_name", "folds")
+    __slots__ = ("boxes", "batch_size", "_send", "_name", "folds", "sizes")
 
     def __init__(self, send: Callable[[int, list[Message]], None], batch_size: int, name: str) -> None:
         #: destination task -> its batch; a plain dict (typed as one in the compiled fast emit:
@@ -66,6 +75,8 @@ class Outbox:
         #: run before each batch is handed over: the fast emit paths' counts join the stats
         #: (``count_ticks``), so counts lag the transfer by less than a batch
         self.folds: list[Callable[[], None]] = []
+        #: destination task -> the length of its last batch handed over (``new_box``)
+        self.sizes: dict[int, int] = {}
 
     def __bool__(self) -> bool:
         return bool(self.boxes)
@@ -74,11 +85,21 @@ class Outbox:
         """Messages waiting (approximate when called from another thread)."""
         return sum(len(v) for v in list(self.boxes.values()))
 
+    def new_box(self, dest: int) -> list[Message]:
+        """A new, empty batch for ``dest``. Compiled, it has room for as many messages as the
+        last batch for ``dest`` had, a quarter more and 8 (``capi.pxd``: filled by ``list_put``,
+        it is not copied to larger blocks as it grows); a batch is sent at ``batch_size``
+        messages, so the room stays under 1.25 times that."""
+        last = self.sizes.get(dest, 0)
+        box: list[Message] = list_with_room(last + (last >> 2) + 8)
+        self.boxes[dest] = box
+        return box
+
     def add(self, dest: int, message: Message) -> None:
         box = self.boxes.get(dest)
         if box is None:
-            box = self.boxes[dest] = []
-        box.append(message)
+            box = self.new_box(dest)
+        list_put(box, message)
         if len(box) >= self.batch_size:
             self.send_full(dest)
 
@@ -89,8 +110,8 @@ class Outbox:
         for dest in targets:
             box = boxes.get(dest)
             if box is None:
-                box = boxes[dest] = []
-            box.append(message)
+                box = self.new_box(dest)
+            list_put(box, message)
             if len(box) >= batch_size:
                 self.send_full(dest)
 
@@ -99,6 +120,7 @@ class Outbox:
         for fold in self.folds:
             fold()
         messages = self.boxes.pop(dest)
+        self.sizes[dest] = len(messages)
         try:
             self._send(dest, messages)
         except Exception:
@@ -166,12 +188,12 @@ def count_ticks(counter: list[int]) -> tuple[list[None], Callable[[], None]]:
     A list's ``append``: one pointer stored, no object made (17 ns against 27 ns for an
     ``itertools.count`` step, which makes and frees an int past 256, and twice that for
     ``counter[0] += 1; counter[1] += 1``). Called on the list, not through a bound ``append``:
-    the interpreter has an instruction for ``list.append`` (2-3 ns less a call) and compiled
-    code appends inline where a bound method is a generic call. The list holds one ``None`` per
-    emit until the next fold, which runs before every batch the outbox hands over and at every
-    flush.
+    the interpreter has an instruction for ``list.append`` (2-3 ns less a call). The list holds
+    one ``None`` per emit until the next fold, which runs before every batch the outbox hands
+    over and at every flush. Compiled, it is a :class:`~stormpy.task.tree.Ticks`: the same calls
+    on a C count (the list grew from empty after every fold, see ``capi.pxd``).
     """
-    ticks: list[None] = []
+    ticks: list[None] = Ticks() if cython.compiled else []   # type: ignore[assignment]  # Ticks: a list's interface
 
     def fold() -> None:
         new = len(ticks)

@@ -16,5 +16,11 @@ cdef class Hand:
     cdef public object roots
     cdef public unsigned long long edges
 
+@cython.final
+cdef class Ticks:
+    cdef public Py_ssize_t n
+    cpdef void append(self, object item) noexcept
+    cpdef void clear(self) noexcept
+
 @cython.locals(old=object, c_old=cython.ulonglong)
 cdef void _settle_run(dict pending, object root, unsigned long long val) except *

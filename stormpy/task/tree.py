@@ -65,6 +65,10 @@ Place = Callable[[str, Sequence[Any], Sequence[int], Any, Any], None]
 EmitFn = Callable[..., "list[int] | None"]
 
 _getrandbits = random.getrandbits
+if cython.compiled:   # lists with room: see capi.pxd
+    from cython.cimports.stormpy.task.capi import list_put
+else:
+    from stormpy.task.capi import list_put
 _flatten = chain.from_iterable
 
 # Tuple-tree ids (roots and edges): random 64-bit integers, drawn once per emitted tuple.
@@ -188,6 +192,30 @@ class Hand:
         self.edges = 0
 
 
+class Ticks:
+    """The count of a stream's one-target fast emits until the next fold (``emit.count_ticks``),
+    compiled: a list's ``append``, ``len`` and ``clear`` over a C integer.
+
+    Why not the list of ``None`` the interpreter uses: the list grew from empty again after
+    every fold, and a growing list is copied to a larger block every few appends (``capi.pxd``
+    has the figures). Interpreted, the list stays: the interpreter has an instruction for
+    ``list.append``, where this ``append`` would be a method call."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def append(self, item: None) -> None:
+        self.n += 1
+
+    def __len__(self) -> int:
+        return self.n
+
+    def clear(self) -> None:
+        self.n = 0
+
+
 class TupleTrees:
     """One executor's tuple-tree bookkeeping: its combined acks and the way to its ackers."""
 
@@ -252,8 +280,8 @@ class TupleTrees:
             acc ^= edge
             box = boxes.get(dest)
             if box is None:
-                box = boxes[dest] = []
-            box.append((stream, src, values, (root, edge)))
+                box = outbox.new_box(dest)
+            list_put(box, (stream, src, values, (root, edge)))
             if len(box) >= batch_size:
                 outbox.send_full(dest)
         return acc
@@ -610,16 +638,16 @@ def bolt_place(task: BoltTask) -> Place:
 
 
 def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: EmitFn) -> EmitFn:
-    """A spout's ``emit`` for the default stream with plain values: one target inlines
-    ``spout_place`` (a new tree: root, edge, ``__ack_init``, pending entry); the rest goes to
-    ``place`` (other target counts) or ``general`` (any other argument)."""
+    """A spout's ``emit`` for the default stream with plain values: one target inlines ``spout_place``
+    (a new tree); the rest goes to ``place`` (other target counts) or ``general`` (any other argument)."""
     cython.declare(nfields=cython.Py_ssize_t, key_index=cython.Py_ssize_t, batch_size=cython.Py_ssize_t, boxes=dict,
-                   num_ackers=cython.Py_ssize_t, ticks=list, key_cache=dict, all_inits=list, c_home=cython.ulonglong,
+                   num_ackers=cython.Py_ssize_t, ticks=Ticks, key_cache=dict, all_inits=list, c_home=cython.ulonglong,
                    root_shift=cython.ulonglong, c_mult=cython.ulonglong, rows=dict)
     select, counter, check_value, ticks, rows = route.select, route.counter, route.check_value, route.ticks, route.rows
     nfields, one_field, key_index, key_cache = route.num_fields, route.num_fields == 1, route.key_index, route.key_cache
     tid, trees, fast_types, getrandbits, monotonic = task.task_id, task.trees, _FAST_TYPES, _getrandbits, time.monotonic
-    boxes, send_full, batch_size = trees.outbox.boxes, trees.outbox.send_full, trees.outbox.batch_size
+    outbox = trees.outbox
+    boxes, new_box, send_full, batch_size = outbox.boxes, outbox.new_box, outbox.send_full, outbox.batch_size
     num_ackers, all_inits, max_inits, send_inits = trees.num_ackers, trees.inits, trees.max_inits, trees.send_inits
     root_shift, c_mult, c_home = 64 - trees.root_bits, trees.root_mult, trees.root_home   # compiled: C integers
 
@@ -646,18 +674,18 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
             counter[1] += len(targets)
             place(DEFAULT_STREAM, values, targets, tup_id, None)
             return None
-        ticks.append(None)   # one emit, one transfer: counted in C, added to the counter at flush
+        ticks.append(None)   # one emit, one transfer: counted (compiled, in C: Ticks), added to the counter at flush
         dest = targets[0]
         box = boxes.get(dest)
         if box is None:
-            box = boxes[dest] = []
+            box = new_box(dest)
         if tup_id is None:
-            box.append((DEFAULT_STREAM, tid, values, None))
+            list_put(box, (DEFAULT_STREAM, tid, values, None))   # see Outbox.new_box
         else:
             r = ((_draw() >> root_shift) * c_mult + c_home if cython.compiled
                  else getrandbits(64 - root_shift) * c_mult + c_home)
             root, edge, index = r, (next_id() if cython.compiled else getrandbits(64)), r % num_ackers
-            box.append((DEFAULT_STREAM, tid, values, (root, edge)))
+            list_put(box, (DEFAULT_STREAM, tid, values, (root, edge)))
             task.pending_live[root] = [tup_id, monotonic(), DEFAULT_STREAM]   # a new root: in no older map
             inits = all_inits[index]
             inits += (root, edge, tid)
@@ -676,12 +704,14 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
     hand with one root (or none) inlines ``bolt_place``; the rest goes to ``place`` (other
     anchoring) or ``general`` (any other argument)."""
     cython.declare(nfields=cython.Py_ssize_t, key_index=cython.Py_ssize_t, batch_size=cython.Py_ssize_t,
-                   one_field=cython.bint, ticks=list, key_cache=dict, hand=Hand, boxes=dict, rows=dict)
+                   one_field=cython.bint, ticks=Ticks, key_cache=dict, hand=Hand, boxes=dict, rows=dict,
+                   compiled=cython.bint)
     select, counter, check_value, ticks, rows = route.select, route.counter, route.check_value, route.ticks, route.rows
     nfields, one_field, key_index, key_cache = route.num_fields, route.num_fields == 1, route.key_index, route.key_cache
     fast_types, tid, hand = _FAST_TYPES, task.task_id, task.hand
-    boxes, send_full, batch_size = task.trees.outbox.boxes, task.trees.outbox.send_full, task.trees.outbox.batch_size
-    getrandbits = _getrandbits
+    outbox = task.trees.outbox
+    boxes, new_box, send_full, batch_size = outbox.boxes, outbox.new_box, outbox.send_full, outbox.batch_size
+    getrandbits, compiled = _getrandbits, cython.compiled   # interpreted, closure variables are read faster
 
     @cython.locals(edge=cython.ulonglong, box=list, row=list, targets=list, roots=tuple)
     def emit(values: Any, tup_id: Any = None, stream: str | None = None, anchors: Any = None,
@@ -710,17 +740,20 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
             counter[1] += len(targets)
             place(DEFAULT_STREAM, values, targets, None, None)
             return None
-        ticks.append(None)   # one emit, one transfer: counted in C, added to the counter at flush
+        ticks.append(None)   # one emit, one transfer: counted (compiled, in C: Ticks), added to the counter at flush
         dest = targets[0]
         box = boxes.get(dest)
         if box is None:
-            box = boxes[dest] = []
+            box = new_box(dest)
         if roots is None:
-            box.append((DEFAULT_STREAM, tid, values, None))
+            list_put(box, (DEFAULT_STREAM, tid, values, None))   # see Outbox.new_box
         else:
-            edge = _draw() if cython.compiled else getrandbits(64)
+            edge = _draw() if compiled else getrandbits(64)
             hand.edges ^= edge
-            box.append((DEFAULT_STREAM, tid, values, (roots[0], edge)))
+            if compiled:
+                list_put(box, (DEFAULT_STREAM, tid, values, (roots[0], edge)))
+            else:   # interpreted, box.append is one instruction, list_put (list.append) a call
+                box.append((DEFAULT_STREAM, tid, values, (roots[0], edge)))
         if len(box) >= batch_size:
             send_full(dest)
         return None

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from stormpy.task import tree
-from stormpy.task.tree import Hand, next_id, seed_ids
+from stormpy.task.tree import Hand, Ticks, next_id, seed_ids
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,13 +54,25 @@ def test_a_forked_child_draws_other_ids_than_its_parent() -> None:
     assert child != next_id(), "the child reseeds after fork, as random does"
 
 
-def test_the_hand_declarations_name_the_slots_of_hand() -> None:
-    """``task/tree.pxd`` declares the compiled Hand's C fields; a slot added to ``Hand`` and not
-    there would exist only interpreted."""
+@pytest.mark.parametrize("cls", [Hand, Ticks])
+def test_the_cdef_class_declarations_name_their_slots(cls: type) -> None:
+    """``task/tree.pxd`` declares the compiled Hand's and Ticks' C fields; a slot added to the
+    class and not there would exist only interpreted."""
     pxd = (REPO / "stormpy" / "task" / "tree.pxd").read_text()
-    block = pxd.split("cdef class Hand:", 1)[1]
+    block = pxd.split(f"cdef class {cls.__name__}:", 1)[1].split("\n\n", 1)[0]
     fields = [line.split()[-1] for line in block.splitlines() if line.strip().startswith("cdef public")]
-    assert sorted(fields) == sorted(Hand.__slots__)
+    assert sorted(fields) == sorted(cls.__slots__)
+
+
+def test_ticks_count_as_a_list_of_none_does() -> None:
+    """Compiled, the fast emits count into :class:`Ticks`; interpreted into a list. The fold
+    reads both alike."""
+    for ticks in (Ticks(), []):
+        for _ in range(3):
+            ticks.append(None)
+        assert len(ticks) == 3
+        ticks.clear()
+        assert len(ticks) == 0
 
 
 def test_a_hand_keeps_64_bit_edges() -> None:
