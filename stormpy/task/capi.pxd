@@ -10,8 +10,9 @@
 # simulation put 2.8 of a counted word's 44.3 first-level data cache misses at parallelism 2,
 # and 1.8 of 40.2 at 1, under ``PyList_Append``'s growth (two batches growing side by side, as
 # at parallelism 2, cannot grow in place). Made with room and filled by ``list_put``: 40.5 and
-# 38.0 misses a word; in time, par 2 counted 3.6% more words/s, par 1 the same (six
-# alternating pairs).
+# 38.0 misses a word, a larger drop than the growth calls were charged with (the rest is not
+# attributed); instructions within the runs' own movement. In time, par 2 counted 3.6% more
+# words/s, par 1 the same (medians of six alternating pairs).
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 
@@ -29,9 +30,10 @@ cdef inline list list_with_room(Py_ssize_t n):
     return room
 
 
-cdef inline void list_put(list items, object item) except *:
+cdef inline int list_put(list items, object item) except -1:
     """``items.append(item)``, into the list's room while it has some: ``list.append`` on a
-    list less than half full would give the room back."""
+    list less than half full would give the room back. ``items`` must be a list, not None
+    (Cython lets None through a ``list`` argument; every caller passes a list it made)."""
     cdef Py_ssize_t n = Py_SIZE(items)
     if n < (<PyListObject*>items).allocated:
         Py_INCREF(item)   # PyList_SET_ITEM takes the reference it is given
@@ -39,3 +41,4 @@ cdef inline void list_put(list items, object item) except *:
         Py_SET_SIZE(items, n + 1)
     else:
         items.append(item)
+    return 0

@@ -140,7 +140,7 @@ class TupleDriver(Driver):
     def on_messages(self, messages: list[Any]) -> None:
         # the acked tuples' anchors (one root: value in the edge; compiled, a list with room for a
         # batch's: capi.pxd), and several roots' (anchors, non-0 value): settled at the end
-        acked: list[Anchors] = list_with_room(len(messages))
+        acked: list[Anchors] = list_with_room(len(messages) if self.auto_ack and self.trees.num_ackers else 0)
         valued: list[tuple[Anchors, int]] = []
         # where the loop stopped: [stats key, its run's first index, skipped in the run,
         # not auto-acked in the run, index reached (the message that raised, else the end)]

@@ -87,11 +87,11 @@ class Outbox:
 
     def new_box(self, dest: int) -> list[Message]:
         """A new, empty batch for ``dest``. Compiled, it has room for as many messages as the
-        last batch for ``dest`` had, a quarter more and 8 (``capi.pxd``: filled by ``list_put``,
-        it is not copied to larger blocks as it grows); a batch is sent at ``batch_size``
-        messages, so the room stays under 1.25 times that."""
+        last batch for ``dest`` had, a quarter more and 8, and at most ``batch_size`` (a batch is
+        sent when it holds that many); filled by ``list_put``, it is not copied to larger blocks
+        as it grows (``capi.pxd``)."""
         last = self.sizes.get(dest, 0)
-        box: list[Message] = list_with_room(last + (last >> 2) + 8)
+        box: list[Message] = list_with_room(min(last + (last >> 2) + 8, self.batch_size))
         self.boxes[dest] = box
         return box
 
@@ -173,7 +173,7 @@ class FastRoute:
     key_cache: dict[str, list[int]] | None      # fields grouping on one field: key -> targets
     key_index: int
     #: ``ticks.append(None)`` counts a one-target emit (no int object per emit); the executor
-    #: adds the count to ``counter`` when it flushes (``count_ticks``)
+    #: adds the count to ``counter`` when it flushes (``count_ticks``; compiled, a ``tree.Ticks``)
     ticks: list[None]
     #: a stream of one field, fields-grouped on it: str value -> (targets, values tuple of
     #: ``values_cls``), see ``tree.new_row``; else None

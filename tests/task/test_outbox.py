@@ -44,4 +44,4 @@ def test_a_batch_is_sent_when_full_and_the_next_one_has_bounded_room() -> None:
         outbox.add(3, ("default", 1, [i], None))
     assert [len(batch) for _dest, batch in sent] == [10, 10] and len(outbox.boxes[3]) == 5
     if COMPILED:
-        assert _room(outbox.boxes[3]) == 10 + 2 + 8   # never more than 1.25 x batch_size + 8
+        assert _room(outbox.boxes[3]) == 10   # never more than batch_size
