@@ -184,6 +184,9 @@ class SparkBatchState(State):
         self._pool: ThreadPoolExecutor | None = None
         self._prep: ThreadPoolExecutor | None = None   # converts batches while a Spark job runs
         self._staged: dict[int, _Staged] = {}
+        #: discarded attempts whose write still runs (``_discard_when_done``): close waits for them
+        self._discarding = 0
+        self._discarded = threading.Condition()
         self._groups: list[_Group] = []       # handed to the pool and not finished
         self._open: _Group | None = None      # queued behind busy writers: later batches may join it
         self._group_lock = threading.Lock()   # ``started``/``members``/``left`` between executor and writers
@@ -226,6 +229,10 @@ class SparkBatchState(State):
             except FutureTimeout:
                 log.warning("SparkState %s p%d: txid %d still being written at close", self.namespace,
                             self.partition, staged.txid)
+        with self._discarded:   # a discarded attempt's directory goes when its write ends
+            if not self._discarded.wait_for(lambda: self._discarding == 0, timeout=30):
+                log.warning("SparkState %s p%d: %d discarded batches still being written at close",
+                            self.namespace, self.partition, self._discarding)
         self._staged.clear()
         self._groups.clear()
         self._open = None
@@ -360,14 +367,23 @@ class SparkBatchState(State):
             self._discard_when_done(staged)
 
     def _discard_when_done(self, staged: _Staged) -> None:
+        """Remove an attempt's staging directory once its write ends (now, if it has): ``close``
+        waits for such writes, so a closed state leaves no directory of its own behind."""
         def discard(future: Future) -> None:
             try:
                 staging = future.result()
             except BaseException:  # noqa: BLE001 - a failed write left nothing to clean up here
                 staging = None
-            if staging is not None and self._batches is not None:
-                self._batches.discard(staging)
-            self._release(staged)
+            try:
+                if staging is not None and self._batches is not None:
+                    self._batches.discard(staging)
+                self._release(staged)
+            finally:
+                with self._discarded:
+                    self._discarding -= 1
+                    self._discarded.notify_all()
+        with self._discarded:
+            self._discarding += 1
         staged.future.add_done_callback(discard)
 
     # ----------------------------------------------------------------- writer thread

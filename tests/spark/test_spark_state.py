@@ -201,6 +201,31 @@ def test_older_staged_batches_are_dropped_at_a_later_commit(spark, make, tmp_pat
     assert read(spark, factory) == [("b", 2)]
 
 
+def test_close_waits_for_a_dropped_batch_still_being_written(spark, make, tmp_path):
+    """A later commit drops an older attempt whose write is still running: its directory goes
+    when the write ends, and ``close`` waits for that (it once returned first, and the directory
+    outlived the state)."""
+    import threading
+    factory = SparkState(path=str(tmp_path / "out"), max_inflight=2)
+    state = make(factory)
+    release = threading.Event()
+    write = state._spark_write
+
+    def slow_first(rows: Any, txid: int, prepared: Any) -> Any:
+        staging = write(rows, txid, prepared)
+        if txid == 1:   # written, not yet returned: its directory exists
+            release.wait(30)
+        return staging
+    state._spark_write = slow_first
+    SparkState.updater().batch_complete(state, 1, tuples([("a", 1)]))   # its write hangs at the end
+    commit(state, 2, tuples([("b", 2)]))
+    assert not state._staged
+    threading.Timer(0.5, release.set).start()   # the write of txid 1 ends while close waits
+    state.close()
+    assert not list((tmp_path / "out" / "_stormpy_staging").iterdir())
+    assert read(spark, factory) == [("b", 2)]
+
+
 def test_a_zombie_whose_staging_was_removed_does_not_publish(tmp_path):
     from stormpy.spark.idempotent import BatchFiles, LocalFiles
     files = LocalFiles(str(tmp_path))
