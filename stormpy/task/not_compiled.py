@@ -8,6 +8,24 @@ compiled = False
 Py_ssize_t = int
 ulonglong = int
 bint = bool
+#: Names only compiled code reaches (``tree.Runs``' C table): present, as in ``Cython.Shadow``.
+p_ulonglong: Any = None
+NULL: Any = None
+
+
+def cast(kind: Any, value: Any) -> Any:
+    """``cython.cast(type, value)``: interpreted, ``value``."""
+    return value
+
+
+def sizeof(kind: Any) -> int:
+    """``cython.sizeof(type)``: interpreted, a pointer's size."""
+    return 8
+
+
+def pointer(kind: Any) -> Any:
+    """``cython.pointer(type)``: interpreted, nothing to declare."""
+    return None
 
 
 def declare(kind: Any = None, value: Any = None, **kinds: Any) -> Any:

@@ -65,7 +65,9 @@ Place = Callable[[str, Sequence[Any], Sequence[int], Any, Any], None]
 EmitFn = Callable[..., "list[int] | None"]
 
 _getrandbits = random.getrandbits
-if cython.compiled:   # lists with room: see capi.pxd
+if cython.compiled:   # lists with room: see capi.pxd; the C table of Runs
+    from cython.cimports.cpython.ref import Py_DECREF, Py_INCREF, PyObject
+    from cython.cimports.libc.stdlib import calloc, free
     from cython.cimports.stormpy.task.capi import list_put
 else:
     from stormpy.task.capi import list_put
@@ -216,11 +218,214 @@ class Ticks:
         self.n = 0
 
 
+#: A ``Runs`` table's smallest size (slots; a power of two) and the multiplier spreading its
+#: keys (roots of one acker, ``home_acker``, share their residue modulo the acker count).
+_RUNS_MIN = 256
+_RUNS_MIX = 0x9E3779B97F4A7C15
+
+
+class Runs:
+    """The settled runs of ``TupleTrees.settle_runs`` since the last flush: root -> XOR of its
+    runs' values, beside ``pending`` (a root's combined value is the XOR of both; the flush
+    sends one pair a root, see :meth:`take_into`).
+
+    Why not ``pending``, the dict: a run cost ~685 machine instructions there (the root's
+    hash twice, a lookup, an int made of the value, an insert into a dict that grows from
+    empty after every flush), and the local word count settles two runs a sentence at
+    parallelism 1 and three at 2 (the split's and each count task's). Compiled, this is an
+    open-addressing table of C 64-bit integers (``tree.pxd``, linear probing, at most half
+    full), which also holds a reference to each root's int object: the drain hands the acker
+    the object the tree started with, which the acker's and the spout's dicts find by identity
+    (new int objects of the same values cost ~30 instructions a word in comparisons). The local
+    word count (compiled, callgrind, 42,000 sentences minus 2,000) cost 7,697 -> 7,540
+    instructions a word at parallelism 1 and 7,714 -> 7,476 at 2, first-level cache misses
+    as before (54-55 a word). Interpreted, a dict, and ``settle_runs`` writes
+    ``pending`` inline and leaves this empty. A root or value outside 0..2**64-1, or the root
+    0, raises OverflowError: the caller settles it into ``pending``."""
+
+    __slots__ = ("table", "roots", "vals", "objs", "size", "shift", "used")
+    # compiled, C fields (tree.pxd): per slot the root (0: empty), its value and its int object;
+    # the number of slots (a power of two), 64 - log2 of it, the roots in them; interpreted, a dict
+    table: dict[int, int]
+    roots: Any
+    vals: Any
+    objs: Any
+    size: int
+    shift: int
+    used: int
+
+    def __init__(self) -> None:
+        if not cython.compiled:
+            self.table = {}
+
+    def __dealloc__(self) -> None:
+        if cython.compiled:
+            self._release()
+            free(self.roots)
+            free(self.vals)
+            free(self.objs)
+
+    def xor(self, root: int, val: int) -> int:
+        """``root``'s value ^= ``val`` (a new root takes ``val``)."""
+        if cython.compiled:
+            return self._put(root, root, val)
+        self.table[root] = self.table.get(root, 0) ^ val
+        return 0
+
+    def pop(self, root: int) -> int:
+        """``root``'s value (0 if it has none), which it no longer has."""
+        if not cython.compiled:
+            return self.table.pop(root, 0)
+        i = self._find(root)
+        if i < 0:
+            return 0
+        val: int = self.vals[i]
+        self.vals[i] = 0   # the slot keeps its root until the drain
+        return val
+
+    def take_into(self, pending: dict[int, int]) -> None:
+        """Each of ``pending``'s roots takes its value from here, so that the flush sends one
+        ``root, value`` pair a root. Two pairs would reach the acker one after the other, and a
+        part can be zero where the sum is not: an acked tuple's edge in ``pending`` (settled
+        one at a time after an id outside 64 bits) sent before its children's edges here would
+        complete the tree early."""
+        if self:
+            for root in pending:
+                pending[root] ^= self.pop(root)
+
+    def __len__(self) -> int:
+        return self.used if cython.compiled else len(self.table)
+
+    def drain(self, per_acker: list[list[int]]) -> None:
+        """The non-zero values, as ``root, value`` pairs, onto their ackers' lists (``root %
+        len(per_acker)``); empties the table (compiled, back to its smallest size when it was
+        mostly empty: a drain walks every slot)."""
+        if not cython.compiled:
+            _add_pending(per_acker, self.table)
+            return
+        n = len(per_acker)
+        if self.used == 0 or n == 0:
+            return
+        roots, vals, objs = self.roots, self.vals, self.objs
+        most = self.used
+        for j in range(self.size):
+            if roots[j] != 0:
+                if vals[j] != 0:   # the root's own int object: the acker and the spout find it by identity
+                    values = per_acker[roots[j] % n]
+                    values.append(cython.cast(object, objs[j]))
+                    values.append(vals[j])
+                Py_DECREF(cython.cast(object, objs[j]))
+                roots[j] = vals[j] = 0
+                objs[j] = cython.NULL
+                self.used -= 1
+        if self.size > _RUNS_MIN and most * 8 < self.size:
+            try:
+                self._make(_RUNS_MIN)
+            except MemoryError:
+                pass   # the emptied table stays as large as it was
+
+    def snapshot(self) -> dict[int, int]:
+        """The non-zero values as a dict (tests)."""
+        if not cython.compiled:
+            return {root: val for root, val in self.table.items() if val}
+        return {self.roots[j]: self.vals[j] for j in range(self.size) if self.roots[j] != 0 and self.vals[j] != 0}
+
+    # compiled only (tree.pxd): the C table
+    def _slot(self, r: int) -> int:
+        """The slot of ``r``, or of the empty slot where it would go (linear probing; the
+        table is never full)."""
+        mask = self.size - 1
+        i = (r * _RUNS_MIX) >> self.shift
+        while self.roots[i] != r and self.roots[i] != 0:
+            i = (i + 1) & mask
+        return i
+
+    def _find(self, root: int) -> int:
+        """The slot of ``root``, or -1 (also for an int that fits no slot)."""
+        if self.size == 0 or type(root) is not int or root <= 0 or root >= 2**64:
+            return -1
+        i = self._slot(root)
+        return i if self.roots[i] != 0 else -1
+
+    def _put(self, root: int, r: int, val: int) -> int:
+        """``root`` (an int object; ``r`` its value) ^= ``val``."""
+        if r == 0:
+            raise OverflowError("the root 0 is settled in pending")
+        if self.size == 0:
+            self._make(_RUNS_MIN)
+        i = self._slot(r)
+        if self.roots[i] == r:
+            self.vals[i] ^= val
+            return 0
+        if (self.used + 1) * 2 > self.size:   # grown first: a failed grow changes nothing
+            self._grow()
+            i = self._slot(r)
+        self.roots[i] = r
+        self.vals[i] = val
+        Py_INCREF(root)
+        self.objs[i] = cython.cast(cython.pointer(PyObject), root)
+        self.used += 1
+        return 0
+
+    def _grow(self) -> int:
+        """Twice the slots, the entries moved."""
+        old_roots, old_vals, old_objs, old_size, old_shift, old_used = (
+            self.roots, self.vals, self.objs, self.size, self.shift, self.used)
+        self.roots = self.vals = cython.NULL
+        self.objs = cython.NULL
+        self.size = 0
+        try:
+            self._make(2 * old_size)
+        except MemoryError:
+            self.roots, self.vals, self.objs = old_roots, old_vals, old_objs
+            self.size, self.shift, self.used = old_size, old_shift, old_used
+            raise
+        for j in range(old_size):
+            if old_roots[j] != 0:
+                i = self._slot(old_roots[j])
+                self.roots[i], self.vals[i], self.objs[i] = old_roots[j], old_vals[j], old_objs[j]
+        self.used = old_used
+        free(old_roots)
+        free(old_vals)
+        free(old_objs)
+        return 0
+
+    def _make(self, size: int) -> int:
+        """Empty arrays of ``size`` slots (a power of two) in place of the table's."""
+        roots = cython.cast(cython.p_ulonglong, calloc(size, cython.sizeof(cython.ulonglong)))
+        vals = cython.cast(cython.p_ulonglong, calloc(size, cython.sizeof(cython.ulonglong)))
+        objs = cython.cast(cython.pointer(cython.pointer(PyObject)), calloc(size, cython.sizeof(cython.pointer(PyObject))))
+        if roots == cython.NULL or vals == cython.NULL or objs == cython.NULL:
+            free(roots)
+            free(vals)
+            free(objs)
+            raise MemoryError()
+        self._release()
+        free(self.roots)
+        free(self.vals)
+        free(self.objs)
+        self.roots, self.vals, self.objs, self.size, self.used = roots, vals, objs, size, 0
+        self.shift = 64
+        while size > 1:
+            size >>= 1
+            self.shift -= 1
+        return 0
+
+    def _release(self) -> None:
+        """The references the table holds to its roots' int objects, given back."""
+        if self.objs == cython.NULL:
+            return
+        for j in range(self.size):
+            if self.objs[j] != cython.NULL:
+                Py_DECREF(cython.cast(object, self.objs[j]))
+                self.objs[j] = cython.NULL
+
+
 class TupleTrees:
     """One executor's tuple-tree bookkeeping: its combined acks and the way to its ackers."""
 
-    __slots__ = ("outbox", "acker_tasks", "num_ackers", "src_task", "pending", "acks", "inits", "max_inits",
-                 "root_bits", "root_mult", "root_home", "shared")
+    __slots__ = ("outbox", "acker_tasks", "num_ackers", "src_task", "pending", "runs", "acks", "inits",
+                 "max_inits", "root_bits", "root_mult", "root_home", "shared")
 
     def __init__(self, outbox: Outbox, acker_tasks: Sequence[int], src_task: int) -> None:
         self.outbox = outbox
@@ -230,6 +435,8 @@ class TupleTrees:
         self.src_task = src_task
         #: root id -> XOR of this executor's settled edges and ack values since the last flush
         self.pending: dict[int, int] = {}
+        #: compiled, ``settle_runs``' runs (their roots' values XOR ``pending``'s), see Runs
+        self.runs = Runs()
         #: per acker task (by index): ``[root, value, ...]`` settled as they are, uncombined
         #: (``settle_raw_batch``), sent with ``pending``'s at the next flush
         self.acks: list[list[int]] = [[] for _ in self.acker_tasks]
@@ -328,32 +535,32 @@ class TupleTrees:
                     valued.append((tup._anchors, tup._ack_val))
         self.settle_runs(anchors_list, valued)
 
-    @cython.locals(pending=dict, anchors_list=list, run_val=cython.ulonglong, edge=cython.ulonglong,
+    @cython.locals(pending=dict, runs=Runs, anchors_list=list, run_val=cython.ulonglong, edge=cython.ulonglong,
                    i=cython.Py_ssize_t, run_start=cython.Py_ssize_t, compiled=cython.bint)
     def settle_runs(self, anchors_list: list[Anchors], valued: Sequence[tuple[Anchors, int]]) -> None:
         """``settle`` for the acked tuples of a received batch, given as their anchors, and
         ``(anchors, ack value)`` of those whose ack value is not 0 (the driver keeps these, not
         the Tuples: holding a batch's Tuples alive until the end of the batch measured 25% more
-        per tuple). Consecutive tuples of one root (a sentence's words) combine in locals; the
-        dict is touched when the root changes. A tuple of several trees is settled by
-        ``settle`` (rare: joins, batches).
+        per tuple). Consecutive tuples of one root (a sentence's words) combine in locals, settled
+        when the root changes. A tuple of several trees is settled by ``settle`` (rare: joins,
+        batches).
 
         The edges and the ack values are settled in two passes (XOR is associative): a bolt
         that emits nothing (a count) acks tuples whose values are all 0, and has nothing in
         ``valued``.
 
         From the driver, a tuple of one root that emitted comes with its ack value already in
-        its edge (``drivers._with_value``: one dict update a run, not one more a tuple), and only
+        its edge (``drivers._with_value``: one update a run, not one more a tuple), and only
         tuples of several roots are in ``valued``; ``settle_tuples`` passes every tuple's.
 
-        Compiled, a run's XOR is a C 64-bit integer (``tree.pxd``): no int object per tuple.
-        An id outside 0..2**64-1 (a peer's bug: the wire checks ids are ints) does not fit, nor
-        does a combined value such an id left in ``pending`` for a later batch (until the next
-        flush); the batch's rest, from the run that met it, is then settled one tuple at a time
-        as Python ints, as interpreted."""
+        Interpreted, a run goes into ``pending`` (inline: calling a function cost 0.9% more a
+        word). Compiled, a run's XOR is a C 64-bit integer (``tree.pxd``) and it goes into
+        ``runs``, a table of C integers (:class:`Runs`). An id outside 0..2**64-1 (a peer's bug:
+        the wire checks ids are ints) does not fit: the batch's rest, from the run that met it,
+        is then settled one tuple at a time into ``pending``, as interpreted."""
         if not self.num_ackers:
             return
-        pending, compiled = self.pending, cython.compiled   # interpreted, a local is read faster
+        pending, runs, compiled = self.pending, self.runs, cython.compiled   # interpreted, locals are read faster
         run_root: int | None = None
         run_val = 0
         run_start = i = 0
@@ -368,26 +575,28 @@ class TupleTrees:
                 else:
                     if run_root is not None:
                         if compiled:
-                            _settle_run(pending, run_root, run_val)
-                        else:   # interpreted, inline: calling _settle_run cost 0.9% more a word (callgrind)
+                            runs.xor(run_root, run_val)
+                        else:
                             pending[run_root] = pending.get(run_root, 0) ^ run_val
                     run_root, run_start = root, i
                     run_val = edge
             if run_root is not None:
                 if compiled:
-                    _settle_run(pending, run_root, run_val)
+                    runs.xor(run_root, run_val)
                 else:
                     pending[run_root] = pending.get(run_root, 0) ^ run_val
         except OverflowError:
             for j in range(run_start, len(anchors_list)):
                 if j > i or len(anchors_list[j]) == 2:   # tuples of several roots before i are settled
                     self.settle(anchors_list[j])
-        for anchors, val in valued:   # every root is in ``pending`` now
-            if len(anchors) == 2:
-                pending[anchors[0]] ^= val
-            else:
+        for anchors, val in valued:   # every root is in ``pending`` or ``runs`` now
+            if len(anchors) != 2:
                 for root in anchors[0::2]:
                     pending[root] ^= val
+            elif compiled:
+                _xor_run(pending, runs, anchors[0], val)
+            else:
+                pending[anchors[0]] ^= val
 
     def settle_raw_batch(self, anchors_list: Iterable[Anchors]) -> None:
         """``settle`` for a whole batch of raw messages (ack value 0; the Spark sink's written
@@ -416,15 +625,24 @@ class TupleTrees:
             return
         for root in anchors[0::2]:
             self.pending.pop(root, None)
+            self.runs.pop(root)
             index = root % self.num_ackers
             values = self.acks[index]
             if values and root in values[0::2]:   # its uncombined acks (``settle_raw_batch``) go too
                 values[:] = [x for r, e in zip(values[0::2], values[1::2]) if r != root for x in (r, e)]
             self.outbox.add(self.acker_tasks[index], (ACK_FAIL, task_id, [root], None))
 
+    def settled(self) -> dict[int, int]:
+        """Root -> combined value of what this executor settled since the last flush (``pending``
+        XOR ``runs``), the zeros left out: what the next flush sends (tests)."""
+        combined = dict(self.pending)
+        for root, val in self.runs.snapshot().items():
+            combined[root] = combined.get(root, 0) ^ val
+        return {root: val for root, val in combined.items() if val}
+
     # ------------------------------------------------------------ flush
     def has_acks(self) -> bool:
-        return (self.shared is None and bool(self.pending)) or any(self.acks) or any(self.inits)
+        return (self.shared is None and (bool(self.pending) or bool(self.runs))) or any(self.acks) or any(self.inits)
 
     def flush(self) -> None:
         """One ``__ack_init`` and one ``__ack_ack`` (``[root, value, root, value, ...]``) per
@@ -432,12 +650,16 @@ class TupleTrees:
         for index, inits in enumerate(self.inits):
             if inits:
                 self.send_inits(index)
-        pending = self.pending if self.shared is None else {}
+        pending, runs = (self.pending, self.runs) if self.shared is None else ({}, None)
         per_acker = self.acks
-        if not pending and not any(per_acker):
+        if not pending and not runs and not any(per_acker):
             return
         self.acks = [[] for _ in range(self.num_ackers)]
+        if runs:
+            runs.take_into(pending)
         _add_pending(per_acker, pending)
+        if runs:
+            runs.drain(per_acker)
         add = self.outbox.add
         src = self.src_task
         for acker, values in zip(self.acker_tasks, per_acker):
@@ -447,7 +669,7 @@ class TupleTrees:
     # ------------------------------------------------------------ sharing
     def share(self, shared: SharedAcks) -> None:
         """Settle into ``shared`` from now on (the caller flushed what this one held)."""
-        self.pending = shared.pending
+        self.pending, self.runs = shared.pending, shared.runs
         self.shared = shared
 
     def unshare(self, keep: bool = False) -> None:
@@ -455,24 +677,17 @@ class TupleTrees:
         take the shared dict along (the executor may be writing to it on another thread, see
         ``ExecutorLoop._watchdog``), with what others settled into it."""
         if not keep:
-            self.pending = {}
+            self.pending, self.runs = {}, Runs()
         self.shared = None
 
 
-def _settle_run(pending: dict[int, int], root: int, val: int) -> None:
-    """``pending[root] ^= val`` for a run of ``settle_runs``, compiled (``tree.pxd``), one dict
-    update: a root not yet there takes ``val`` as it is, else the XOR is of C integers. A run
-    was a lookup, an int made of ``val``, an XOR making another int and the update (~780
-    machine instructions); now ~670 on average (callgrind, the local word count: two runs a
-    sentence at parallelism 1, the split's and the count's, three at 2). A stored value outside
-    0..2**64-1 (``settle``'s Python ints, from a peer's bad id) raises OverflowError before
-    ``pending`` changes: ``settle_runs`` then settles the run one tuple at a time."""
-    old = pending.get(root)
-    if old is None:
-        pending[root] = val
-    else:
-        c_old = old   # a C integer (tree.pxd)
-        pending[root] = c_old ^ val
+def _xor_run(pending: dict[int, int], runs: Runs, root: int, val: int) -> None:
+    """``root``'s combined value ^= ``val``, compiled: into ``runs``, where its runs went (a
+    root or value outside 64 bits: ``pending``)."""
+    try:
+        runs.xor(root, val)
+    except OverflowError:
+        pending[root] = pending.get(root, 0) ^ val
 
 
 def _add_pending(per_acker: list[list[int]], pending: dict[int, int]) -> None:
@@ -500,11 +715,12 @@ class SharedAcks:
     mid-step (``ExecutorLoop.hand_off``); ``src_task`` names the first sharer.
     """
 
-    __slots__ = ("pending", "acker_tasks", "src_task", "send", "members")
+    __slots__ = ("pending", "runs", "acker_tasks", "src_task", "send", "members")
 
     def __init__(self, acker_tasks: Sequence[int], src_task: int,
                  send: Callable[[int, list[Any]], None]) -> None:
         self.pending: dict[int, int] = {}
+        self.runs = Runs()
         self.acker_tasks = list(acker_tasks)
         self.src_task = src_task
         #: ``send(acker task, [message])``: the transfer, which any thread may call
@@ -514,10 +730,12 @@ class SharedAcks:
 
     def flush(self) -> None:
         """The settled acks: one ``__ack_ack`` per acker task."""
-        if not self.pending:
+        if not self.pending and not self.runs:
             return
         per_acker: list[list[int]] = [[] for _ in self.acker_tasks]
+        self.runs.take_into(self.pending)
         _add_pending(per_acker, self.pending)
+        self.runs.drain(per_acker)
         src = self.src_task
         for acker, values in zip(self.acker_tasks, per_acker):
             if values:

@@ -192,7 +192,7 @@ def _settled_by(driver: bool, messages: list[Any]) -> dict[int, int]:
         for stream, src, values, anchors in messages:
             assert src == split_task
             task.ack(_received("split", src, values, anchors))
-    return dict(ex.trees.pending)
+    return ex.trees.settled()
 
 
 def test_the_driver_settles_a_batch_as_acking_each_tuple_would() -> None:
@@ -246,7 +246,7 @@ def test_the_driver_settles_what_an_emitting_bolt_acks_with_its_children_edges()
             for root, edge in zip(m[3][0::2], m[3][1::2]):
                 expected[root] ^= edge
     assert sum(1 for _dest, m in recorder.sent if m[0] == DEFAULT_STREAM) == 9
-    assert dict(ex.trees.pending) == expected
+    assert ex.trees.settled() == expected
 
 
 def test_ids_out_of_the_64_bit_range_settle_as_each_tuple_would() -> None:
@@ -264,7 +264,7 @@ def test_ids_out_of_the_64_bit_range_settle_as_each_tuple_would() -> None:
         one_by_one = _executor(_runtime()[0], "count").trees
         for a, v in zip(anchors, vals):
             one_by_one.settle(a, v)
-        assert in_runs.pending == one_by_one.pending, bad
+        assert in_runs.settled() == one_by_one.settled(), bad
         # later batches with runs of roots[1], whose combined value is outside 64 bits now: first,
         # after a run already settled, inside a run of several roots, last (after the loop)
         for later in ([(roots[1], 20), (roots[1], 21), (roots[0], 22)],
@@ -273,7 +273,7 @@ def test_ids_out_of_the_64_bit_range_settle_as_each_tuple_would() -> None:
             in_runs.settle_runs(later, [])
             for a in later:
                 one_by_one.settle(a)
-            assert in_runs.pending == one_by_one.pending, (bad, later)
+            assert in_runs.settled() == one_by_one.settled(), (bad, later)
 
 
 def test_settling_in_runs_equals_settling_each_tuple_with_its_ack_value() -> None:
@@ -290,7 +290,7 @@ def test_settling_in_runs_equals_settling_each_tuple_with_its_ack_value() -> Non
     one_by_one = _executor(_runtime()[0], "count").trees
     for a, v in zip(anchors, vals):
         one_by_one.settle(a, v)
-    assert in_runs.pending == one_by_one.pending and set(in_runs.pending) == set(roots)
+    assert in_runs.settled() == one_by_one.settled() and set(in_runs.settled()) == set(roots)
 
 
 def test_a_raw_batch_settles_to_what_settling_each_message_sends() -> None:
