@@ -47,7 +47,7 @@ cdef class Runs:
     @cython.locals(mask=cython.ulonglong, i=cython.ulonglong)
     cdef Py_ssize_t _slot(self, unsigned long long r) noexcept
     @cython.locals(i=Py_ssize_t)
-    cdef Py_ssize_t _find(self, object root)
+    cdef Py_ssize_t _find(self, object root) noexcept
     cdef int _put(self, object root, unsigned long long r, unsigned long long val) except -1
     @cython.locals(old_roots=cython.p_ulonglong, old_vals=cython.p_ulonglong, old_objs=ObjArray,
                    old_size=Py_ssize_t, old_shift=cython.int, old_used=Py_ssize_t, j=Py_ssize_t, i=Py_ssize_t)

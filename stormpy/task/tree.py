@@ -11,14 +11,16 @@ Storm's acking (DESIGN section 6), as stormpy does it:
   root. A
   raw message (raw-batch drivers) keeps no ack value: its new edge joins ``pending`` at once.
 - **settle** (bolt ack): ``pending[root] ^= edge ^ ack value`` for each anchor of the tuple;
-  consecutive tuples of one tree combine in locals before touching the dict.
+  consecutive tuples of one tree combine in locals before touching the dict (compiled, a
+  received batch's runs go into :class:`Runs`, a table of C integers beside the dict; the
+  flush sends one pair a root).
 - **fail**: the roots' combined acks are dropped and ``__ack_fail(root)`` goes to their ackers.
 - **flush**: ``pending`` becomes one ``__ack_ack([root, value, ...])`` message per acker task,
   and the trees started since the last flush one ``__ack_init([root, value, spout task, ...])``
   per acker task (the acker's traffic is a few messages per batch, not one per tuple; an ack
   that reaches the acker before its tree's init is kept until the init comes).
-- **share** (bolt executors stepped by one thread, ``ExecutorLoop``): their ``pending`` is
-  one dict (:class:`SharedAcks`), flushed by the loop, so a sentence acked by its split and
+- **share** (bolt executors stepped by one thread, ``ExecutorLoop``): their ``pending`` (and
+  ``runs``) is one dict (:class:`SharedAcks`), flushed by the loop, so a sentence acked by its split and
   by each count executor its words went to reaches the acker as one ``root, value`` pair.
 
 XOR is associative and commutative, so combining per root and per flush gives the acker the
@@ -268,6 +270,8 @@ class Runs:
     def xor(self, root: int, val: int) -> int:
         """``root``'s value ^= ``val`` (a new root takes ``val``)."""
         if cython.compiled:
+            if type(root) is not int:   # an int subclass would convert, and :meth:`pop` not find it
+                raise OverflowError("only exact ints are settled in runs")
             return self._put(root, root, val)
         self.table[root] = self.table.get(root, 0) ^ val
         return 0
@@ -308,16 +312,20 @@ class Runs:
             return
         roots, vals, objs = self.roots, self.vals, self.objs
         most = self.used
-        for j in range(self.size):
-            if roots[j] != 0:
-                if vals[j] != 0:   # the root's own int object: the acker and the spout find it by identity
-                    values = per_acker[roots[j] % n]
-                    values.append(cython.cast(object, objs[j]))
-                    values.append(vals[j])
-                Py_DECREF(cython.cast(object, objs[j]))
-                roots[j] = vals[j] = 0
-                objs[j] = cython.NULL
-                self.used -= 1
+        try:
+            for j in range(self.size):
+                if roots[j] != 0:
+                    if vals[j] != 0:   # the root's own int object: the acker and the spout find it by identity
+                        values = per_acker[roots[j] % n]
+                        values.append(cython.cast(object, objs[j]))
+                        values.append(vals[j])
+                    Py_DECREF(cython.cast(object, objs[j]))
+                    roots[j] = vals[j] = 0
+                    objs[j] = cython.NULL
+                    self.used -= 1
+        except BaseException:   # (MemoryError) emptied slots would break the rest's probe chains
+            self._make(self.size)   # the rest goes: its trees time out and replay
+            raise
         if self.size > _RUNS_MIN and most * 8 < self.size:
             try:
                 self._make(_RUNS_MIN)
@@ -676,6 +684,8 @@ class TupleTrees:
         """Settle into a dict of this executor's own again, flushed by :meth:`flush`. ``keep``:
         take the shared dict along (the executor may be writing to it on another thread, see
         ``ExecutorLoop._watchdog``), with what others settled into it."""
+        if self.shared is None:
+            return   # its own dict: what it holds is still to be flushed
         if not keep:
             self.pending, self.runs = {}, Runs()
         self.shared = None

@@ -75,9 +75,12 @@ def test_pop_takes_a_roots_value_and_adds_no_root() -> None:
     runs.xor(11, 3)
     runs.xor(12, 4)
     assert runs.pop(11) == 3 and runs.pop(11) == 0
+    held = len(runs)
     for absent in (13, 0, -5, 2**64, 2**70):
         assert runs.pop(absent) == 0
-    assert runs.snapshot() == {12: 4}
+    assert len(runs) == held and runs.snapshot() == {12: 4}
+    fresh = Runs()
+    assert fresh.pop(13) == 0 and len(fresh) == 0
     assert _drained(runs, 1) == [{12: 4}]
     assert runs.pop(12) == 0 and len(runs) == 0
 
@@ -117,6 +120,27 @@ def test_a_drain_hands_over_the_roots_own_int_objects() -> None:
     assert sys.getrefcount(root) == before, "a dropped table gives its references back"
 
 
+def test_roots_held_through_growth_pop_and_flush_are_given_back() -> None:
+    """Compiled, the table holds a reference to each root's int object: through a grow (more
+    than 128 roots), a pop, a merge into ``pending`` and the drain (with its shrink) each is
+    given back exactly once."""
+    roots = [int(str(10**15 + i)) for i in range(600)]   # fresh objects
+    before = [sys.getrefcount(r) for r in roots]
+    runs = Runs()
+    for i, root in enumerate(roots):
+        runs.xor(root, i + 1)
+    del root   # the loop's own reference
+    assert runs.pop(roots[0]) == 1
+    pending = {roots[1]: 5}
+    runs.take_into(pending)
+    assert pending == {roots[1]: 5 ^ 2}
+    per_acker: list[list[int]] = [[], [], []]
+    runs.drain(per_acker)
+    assert sorted(v for values in per_acker for v in values[0::2]) == roots[2:]
+    del per_acker, pending
+    assert [sys.getrefcount(r) for r in roots] == before
+
+
 def test_a_tree_flush_sends_pending_and_runs_to_their_ackers() -> None:
     """A root settled partly into ``pending`` (``settle``: a manual ack) and partly in runs
     (``settle_runs``) reaches its acker as both parts: the acker XORs them."""
@@ -134,6 +158,8 @@ def test_a_tree_flush_sends_pending_and_runs_to_their_ackers() -> None:
     assert trees.settled() == {10: 7, 11: 8} and trees.has_acks()
     trees.flush()
     got: dict[int, int] = {}
+    roots = [root for _t, m in sent for root in m[2][0::2]]
+    assert sorted(roots) == [10, 11], "one pair a root"
     for target, (_stream, _src, values, _anchors) in sent:
         for root, val in zip(values[0::2], values[1::2]):
             assert target == [7, 8][root % 2]

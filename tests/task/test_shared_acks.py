@@ -135,6 +135,19 @@ def test_an_executor_leaving_the_loop_takes_none_of_the_others_acks() -> None:
     assert all(ex.trees.shared is shared for ex in bolts if ex is not leaving)
 
 
+def test_unsharing_a_dict_of_its_own_keeps_what_it_holds() -> None:
+    """A loop left with fewer than two sharers unshares each; one that never shared (a single
+    bolt) keeps its unflushed acks instead of starting a new dict without them."""
+    from stormpy.task.tree import TupleTrees
+
+    trees = TupleTrees(type("O", (), {"batch_size": 100, "add": None})(), [7], 1)   # type: ignore[arg-type]
+    trees.settle((10, 3))
+    trees.settle_runs([(11, 4)], [])
+    pending, runs = trees.pending, trees.runs
+    trees.unshare()
+    assert trees.pending is pending and trees.runs is runs and trees.settled() == {10: 3, 11: 4}
+
+
 def test_an_executor_stuck_in_a_step_keeps_the_dict_it_may_be_writing_to() -> None:
     """The watchdog's case: the stuck step runs on the old thread, so the others get a new
     dict and the stuck one flushes the old one (with what the others settled into it)."""
@@ -147,6 +160,7 @@ def test_an_executor_stuck_in_a_step_keeps_the_dict_it_may_be_writing_to() -> No
     loop.executors = [ex for ex in loop.executors if ex is not stuck]
     loop._share_acks(stuck=stuck)
     assert stuck.trees.shared is None and stuck.trees.pending is old.pending == {777: 5}
+    assert stuck.trees.runs is old.runs, "the runs go along with the dict"
     rest = [ex for ex in bolts if ex is not stuck]
     assert loop._acks is not old and all(ex.trees.shared is loop._acks for ex in rest)
     assert all(ex.trees.pending is loop._acks.pending for ex in rest) and loop._acks.pending == {}
