@@ -115,19 +115,23 @@ class BenchCluster:
                      "storm.local.dir": str(self.base / "nimbus"), "storm.log.dir": str(self.base / "logs"),
                      "nimbus.monitor.freq.secs": 2, "supervisor.monitor.frequency.secs": 1,
                      "supervisor.sync.freq.secs": 2, "task.refresh.poll.secs": 2}
-        nimbus = DaemonProcess(["nimbus"], self.conf, self.base / "logs", name="nimbus")
+        # the daemons (and the workers the supervisor forks) start in the cluster's directory: run
+        # from a checkout, `python -m` would import the checkout's pure modules before the build
+        # this benchmark imports (`STORMPY_COMPILE=1 pip install .` into a virtualenv)
+        nimbus = DaemonProcess(["nimbus"], self.conf, self.base / "logs", name="nimbus", cwd=self.base)
         self.procs.append(nimbus.start())
         nimbus.wait_for_port(self.conf["nimbus.thrift.port"], timeout=60)
         sup_conf = {**self.conf, "storm.local.dir": str(self.base / "supervisor"),
                     "supervisor.slots.ports": [free_port(), free_port()], "logviewer.port": free_port()}
-        self.procs.append(DaemonProcess(["supervisor"], sup_conf, self.base / "logs", name="supervisor").start())
+        self.procs.append(DaemonProcess(["supervisor"], sup_conf, self.base / "logs", name="supervisor",
+                                        cwd=self.base).start())
 
     def cli(self, *args: str) -> None:
         conf_file = self.base / "client.yaml"
         conf_file.write_text(json.dumps(self.conf))
         env = {**os.environ, "PYTHONPATH": STORMPY_ROOT}
         subprocess.run([sys.executable, "-m", "stormpy.cli", *args, "--config", str(conf_file)], check=True,
-                       env=env, capture_output=True, text=True, timeout=120)
+                       env=env, capture_output=True, text=True, timeout=120, cwd=self.base)
 
     def workers(self) -> list[psutil.Process]:
         found = []
@@ -225,6 +229,7 @@ def run_phase(cluster: BenchCluster, name: str, rate: float, warmup: float, dura
     wait_until(lambda: read_outputs(out)[0] > 0, 180, f"{name}: first counted words")
     time.sleep(warmup)
     workers = cluster.workers()
+    builds = workers_build(workers)
     profilers = start_profiles(workers, duration, profile_dir)
     cpu0 = {p.pid: sum(p.cpu_times()[:2]) for p in workers}
     c0, a0, h0 = read_outputs(out)
@@ -244,7 +249,22 @@ def run_phase(cluster: BenchCluster, name: str, rate: float, warmup: float, dura
     wait_until(lambda: not cluster.workers(), 120, f"{name}: workers gone after kill")
     return {"words_per_sec": (c1 - c0) / elapsed, "acked_per_sec": (a1 - a0) / elapsed,
             "p50_ms": percentile(window, 0.50), "p99_ms": percentile(window, 0.99),
-            "rss_mb": rss, "workers": 2, "cpu_pct": cpu, "machine_cpu_pct": psutil.cpu_percent(None)}
+            "rss_mb": rss, "workers": 2, "cpu_pct": cpu, "machine_cpu_pct": psutil.cpu_percent(None),
+            "workers_build": builds}
+
+
+def workers_build(workers: list[psutil.Process]) -> str:
+    """Which build of the tuple path the workers run, read from the files they map (the
+    benchmark's own import says nothing of theirs)."""
+    builds = set()
+    for proc in workers:
+        try:
+            paths = [m.path for m in proc.memory_maps()]
+        except psutil.Error:
+            continue
+        compiled = any("/stormpy/task/tree." in path and path.endswith(".so") for path in paths)
+        builds.add("compiled (Cython)" if compiled else "pure Python")
+    return ", ".join(sorted(builds)) or "unknown"
 
 
 def main() -> int:
@@ -296,6 +316,7 @@ def main() -> int:
               f"{half['p99_ms']:.1f} ms; worker CPU {' '.join(f'{c:.0f}%' for c in half['cpu_pct'])}, "
               f"{half['words_per_sec'] / max(half_cpu, 1e-9):,.0f} words per worker CPU-second")
     print(f"  worker RSS (mean per worker, every 5 s) MB: {' '.join(f'{r:.0f}' for r in rss)}")
+    print(f"  workers' tuple path: {full['workers_build']}")
     print(f"  worker CPU during the run: {' '.join(f'{c:.0f}%' for c in full['cpu_pct'])} of one core each "
           f"(machine busy {full['machine_cpu_pct']:.0f}%)")
     cpu_secs_per_sec = sum(full["cpu_pct"]) / 100

@@ -95,7 +95,7 @@ def run_cluster(secs: float, warmup: float, per_batch: int, profile_dir: Path | 
     """Core acked word count, then the Trident one, on one real cluster (1 supervisor, 2 workers)."""
     import shutil
 
-    from cluster_wordcount import BenchCluster, run_phase, start_profiles, summarize_profile
+    from cluster_wordcount import BenchCluster, run_phase, start_profiles, summarize_profile, workers_build
 
     from stormpy.client.nimbus_client import connect
     from stormpy.testing import wait_until
@@ -104,8 +104,10 @@ def run_cluster(secs: float, warmup: float, per_batch: int, profile_dir: Path | 
     cluster = BenchCluster(base)
     try:
         cluster.start()
-        core = run_phase(cluster, "bench-core", 0, warmup, secs, per_call=1)["words_per_sec"]
-        print(f"cluster core acked word count (2 workers, 1 sentence per next_tuple()): {core:,.0f} counted words/s",
+        core_run = run_phase(cluster, "bench-core", 0, warmup, secs, per_call=1)
+        core = core_run["words_per_sec"]
+        print(f"cluster core acked word count (2 workers, 1 sentence per next_tuple(), workers "
+              f"{core_run['workers_build']}): {core:,.0f} counted words/s",
               flush=True)
         db = base / "counts.db"
         state = SqliteMapState.transactional(str(db))
@@ -143,6 +145,7 @@ def run_cluster(secs: float, warmup: float, per_batch: int, profile_dir: Path | 
               f"commit latency p50 {metrics.get('trident.commit.latency.p50.ms', float('nan')):.1f} ms, "
               f"p99 {metrics.get('trident.commit.latency.p99.ms', float('nan')):.1f} ms; "
               f"{words / core:.2f}x the core acked word count", flush=True)
+        print(f"  trident workers' tuple path: {workers_build(workers)}")
         print(f"  trident workers' CPU: {cpu / elapsed * 100:.0f}% of one core over {len(workers)} workers; "
               f"{(w1 - w0) / max(cpu, 1e-9):,.0f} committed words per worker CPU-second; batch latency "
               f"p50 {metrics.get('trident.batch.latency.p50.ms', float('nan')):.1f} ms", flush=True)
