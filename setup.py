@@ -33,6 +33,7 @@ from setuptools.command.build_ext import build_ext
 #: a word costs another 24% fewer instructions. Compiling the executors and the scheduler loop
 #: saved another 1%: not worth compiled code users may patch in tests.
 COMPILED = [
+    "stormpy/task/runs.py",
     "stormpy/task/tree.py",
     "stormpy/task/emit.py",
     "stormpy/task/grouping.py",

@@ -30,7 +30,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 MODULES = ["stormpy.task.tree", "stormpy.task.emit", "stormpy.task.grouping", "stormpy.acker.ledger",
-           "stormpy.api.tuple", "stormpy.task.drivers"]
+           "stormpy.api.tuple", "stormpy.task.drivers", "stormpy.task.runs"]
 SENTENCES = ["the cow jumped over the moon", "an apple a day keeps the doctor away",
              "four score and seven years ago", "snow white and the seven dwarfs"]
 ROUNDS = 50

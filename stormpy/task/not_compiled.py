@@ -8,7 +8,7 @@ compiled = False
 Py_ssize_t = int
 ulonglong = int
 bint = bool
-#: Names only compiled code reaches (``tree.Runs``' C table): present, as in ``Cython.Shadow``.
+#: Names only compiled code reaches (``runs.Runs``' C table): present, as in ``Cython.Shadow``.
 p_ulonglong: Any = None
 NULL: Any = None
 

@@ -1,12 +1,11 @@
 # Cython declarations for tree.py (STORMPY_COMPILE=1, setup.py): the tuple-tree id generator
-# in C integers (splitmix64, see tree.py), the tuple in hand's edges as a C integer, and the
-# settled runs' table of C integers (Runs). The fast emit closures declare their own state in
+# in C integers (splitmix64, see tree.py) and the tuple in hand's edges as a C integer; the
+# settled runs' table of C integers is runs.pxd's. The fast emit closures declare their own state in
 # the .py (``cython.declare``): Cython does not take ``@cython.locals`` here for a function
 # that makes a closure.
 import cython
 
-cdef unsigned long long _id_state, _MASK, _GAMMA, _MIX1, _MIX2, _RUNS_MIX
-cdef Py_ssize_t _RUNS_MIN
+cdef unsigned long long _id_state, _MASK, _GAMMA, _MIX1, _MIX2
 
 @cython.locals(z=cython.ulonglong)
 cdef unsigned long long _draw() noexcept
@@ -25,36 +24,6 @@ cdef class Ticks:
     cpdef void clear(self) noexcept
 
 
-from cpython.ref cimport PyObject
-ctypedef PyObject **ObjArray
-
-@cython.final
-cdef class Runs:
-    cdef dict table
-    cdef unsigned long long *roots
-    cdef unsigned long long *vals
-    cdef PyObject **objs
-    cdef readonly Py_ssize_t size, used
-    cdef int shift
-    cpdef int xor(self, object root, unsigned long long val) except -1
-    @cython.locals(i=Py_ssize_t, val=cython.ulonglong)
-    cpdef object pop(self, object root)
-    cpdef take_into(self, dict pending)
-    @cython.locals(roots=cython.p_ulonglong, vals=cython.p_ulonglong, objs=ObjArray, j=Py_ssize_t, most=Py_ssize_t,
-                   n=cython.ulonglong, values=list)
-    cpdef drain(self, list per_acker)
-    cpdef dict snapshot(self)
-    @cython.locals(mask=cython.ulonglong, i=cython.ulonglong)
-    cdef Py_ssize_t _slot(self, unsigned long long r) noexcept
-    @cython.locals(i=Py_ssize_t)
-    cdef Py_ssize_t _find(self, object root) noexcept
-    cdef int _put(self, object root, unsigned long long r, unsigned long long val) except -1
-    @cython.locals(old_roots=cython.p_ulonglong, old_vals=cython.p_ulonglong, old_objs=ObjArray,
-                   old_size=Py_ssize_t, old_shift=cython.int, old_used=Py_ssize_t, j=Py_ssize_t, i=Py_ssize_t)
-    cdef int _grow(self) except -1
-    @cython.locals(roots=cython.p_ulonglong, vals=cython.p_ulonglong, objs=ObjArray)
-    cdef int _make(self, Py_ssize_t size) except -1
-    @cython.locals(j=Py_ssize_t)
-    cdef void _release(self) noexcept
+from stormpy.task.runs cimport Runs
 
 cdef void _xor_run(dict pending, Runs runs, object root, object val) except *

@@ -1,4 +1,4 @@
-"""``tree.Runs``: the settled runs of a batch, beside ``pending``. Compiled, a table of C 64-bit
+"""``runs.Runs``: the settled runs of a batch, beside ``pending``. Compiled, a table of C 64-bit
 integers holding each root's int object; interpreted, a dict. Run interpreted by the suite and
 compiled by ``.ci/run``'s compiled step."""
 from __future__ import annotations
@@ -8,12 +8,13 @@ import sys
 
 import pytest
 
-from stormpy.task import tree
-from stormpy.task.tree import Runs, SharedAcks, TupleTrees
+from stormpy.task import runs as runs_module
+from stormpy.task.runs import Runs
+from stormpy.task.tree import SharedAcks, TupleTrees
 
 
 def _compiled() -> bool:
-    return tree.__file__.endswith(".so")
+    return runs_module.__file__.endswith(".so")
 
 
 def _drained(runs: Runs, ackers: int) -> list[dict[int, int]]:
@@ -64,7 +65,7 @@ def test_a_table_grows_past_its_first_size_and_shrinks_when_drained() -> None:
     assert runs.snapshot() == {root: 1 for root in list(expected)[:10]}
     _drained(runs, 1)
     if _compiled():
-        assert runs.size == 256, "tree._RUNS_MIN again"  # type: ignore[attr-defined]
+        assert runs.size == 256, "runs._RUNS_MIN again"  # type: ignore[attr-defined]
     assert runs.snapshot() == {}
 
 
