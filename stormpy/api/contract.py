@@ -55,8 +55,13 @@ class ComponentEngine(Protocol):
         """Emit one tuple (see ``Component.emit``); the receiving task ids when ``need_task_ids``."""
         ...
 
-    def report_error(self, text: str) -> None:
-        """Keep ``text`` as this task's newest error (the UI shows it); the task lives on."""
+    def report_error(self, text: str, then: Callable[[], object] | None = None) -> None:
+        """Keep ``text`` as this task's newest error (the UI shows it); the task lives on.
+
+        ``then`` runs later on the executor thread, once the error is kept where the UI reads it
+        (ZooKeeper, in a cluster) or given up on (rate limit, ZooKeeper away: it stays in the log).
+        A spout that skips a bad record settles it only then: a crash in between re-reads the
+        record and reports it again, instead of committing past an error nobody will see."""
         ...
 
     def mark_reported(self, exc: BaseException) -> None:

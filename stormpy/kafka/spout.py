@@ -24,6 +24,7 @@ offsets itself (or applies ``auto.offset.reset``), so the task goes on instead o
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import logging
@@ -337,9 +338,10 @@ class KafkaSpout(Spout):
             text = (f"KafkaSpout: record {record.topic()}/{record.partition()}@{record.offset()} could not be "
                     f"translated ({type(exc).__name__}: {exc}); skipped")
             log.warning("%s", text)
-            self.report_error(text)
             self.metrics.incr("kafka-records-skipped")
-            progress.done(record.offset())
+            # done (committable) only once the error is kept: a crash before that re-reads the record
+            self._stormpy_collector.report_error(text, then=functools.partial(self._skipped, key, record.offset(),
+                                                                              generation))
             return
         if values is None:
             progress.done(record.offset())   # the translator filtered it out
@@ -377,5 +379,9 @@ class KafkaSpout(Spout):
         text = (f"KafkaSpout: record {tup_id[0]}/{tup_id[1]}@{tup_id[2]} failed {failures} times "
                 f"(max_retries {retry.max_retries}); given up")
         log.warning("%s", text)
-        self.report_error(text)
-        self.ack(tup_id)
+        self._stormpy_collector.report_error(text, then=functools.partial(self.ack, tup_id))
+
+    def _skipped(self, key: TopicPart, offset: int, generation: int) -> None:
+        progress = self.parts.get(key)
+        if progress is not None and progress.generation == generation:
+            progress.done(offset)

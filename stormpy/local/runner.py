@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,9 @@ class LocalReporter(LoggingReporter):
         self.where: dict[str, Counter[str]] = defaultdict(Counter)
         self.last_secs: dict[str, float] = {}
 
-    def report_error(self, component_id: str, task_id: int, text: str) -> None:
-        super().report_error(component_id, task_id, text)
+    def report_error(self, component_id: str, task_id: int, text: str,
+                     then: Callable[[], object] | None = None) -> None:
+        super().report_error(component_id, task_id, text, then)
         self.counts[component_id] += 1
         self.where[component_id][text.split(":", 1)[0].strip()] += 1
         self.last_secs[component_id] = time.time()

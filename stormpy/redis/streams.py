@@ -19,6 +19,7 @@ the field names it emits, given as ``(func, fields)``).
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import time
@@ -130,9 +131,11 @@ class RedisStreamSpout(Spout):
             try:
                 values = self.translate(stream, entry_id, fields)
             except Exception as exc:
-                self.report_error(f"RedisStreamSpout: entry {stream} {entry_id} could not be translated "
-                                  f"({type(exc).__name__}: {exc}); acked and skipped")
-                self.client.xack(stream, self.group, entry_id)
+                # acked once the error is kept: a crash before that leaves the entry to be claimed and reported again
+                self._stormpy_collector.report_error(
+                    f"RedisStreamSpout: entry {stream} {entry_id} could not be translated "
+                    f"({type(exc).__name__}: {exc}); acked and skipped",
+                    then=functools.partial(self.client.xack, stream, self.group, entry_id))
                 return
             if values is None:
                 self.client.xack(stream, self.group, entry_id)
@@ -171,9 +174,9 @@ class RedisStreamSpout(Spout):
             return
         values, failures = entry[0], entry[1] + 1
         if 0 <= self.max_retries < failures:
-            self.report_error(f"RedisStreamSpout: entry {tup_id[0]} {tup_id[1]} failed {failures} times; "
-                              "acked and given up")
-            self.ack(tup_id)
+            self._stormpy_collector.report_error(
+                f"RedisStreamSpout: entry {tup_id[0]} {tup_id[1]} failed {failures} times; acked and given up",
+                then=functools.partial(self.ack, tup_id))
             return
         self.in_flight[tup_id] = (values, failures)
         heapq.heappush(self.retries, (time.monotonic() + self.retry_delay, tup_id))

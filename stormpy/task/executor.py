@@ -154,8 +154,8 @@ class TaskBase:
         self.down_until = 0.0
         self._reported: BaseException | None = None
 
-    def report_error(self, text: str) -> None:
-        self.executor.report_error(self.task_id, text)
+    def report_error(self, text: str, then: Callable[[], object] | None = None) -> None:
+        self.executor.report_error(self.task_id, text, then)
 
     def call_soon(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` on this task's executor thread (any thread may call it)."""
@@ -242,7 +242,7 @@ class Executor(Generic[TaskT]):
         if self.waker is not None and self.waker.idle:
             self.waker.wake()
 
-    def call_soon(self, fn: Callable[[], None]) -> None:
+    def call_soon(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` on the executor thread (activate, deactivate, flush requests)."""
         self.queue.put((None, fn))
         if self.waker is not None and self.waker.idle:
@@ -441,11 +441,16 @@ class Executor(Generic[TaskT]):
             self.flush()
 
     # ------------------------------------------------------------ task lifecycle
-    def report_error(self, task_id: int, text: str) -> None:
+    def report_error(self, task_id: int, text: str, then: Callable[[], object] | None = None) -> None:
+        """``then`` (see the component contract) comes back through ``call_soon`` whichever thread
+        the reporter calls it from."""
+        kept = None if then is None else functools.partial(self.call_soon, then)
         try:
-            self.runtime.reporter.report_error(self.component_id, task_id, text)
+            self.runtime.reporter.report_error(self.component_id, task_id, text, then=kept)
         except Exception:
             log.exception("executor %s: reporting an error failed", self.name)
+            if kept is not None:
+                kept()
 
     def _new_component(self, task: TaskT) -> Component:
         """A fresh instance: unpickled from the plan's serialized one (each task gets its own

@@ -259,11 +259,15 @@ class LoggingReporter:
         self.keep = keep
         self.errors: dict[str, list[tuple[float, int, str]]] = {}
 
-    def report_error(self, component_id: str, task_id: int, text: str) -> None:
+    def report_error(self, component_id: str, task_id: int, text: str,
+                     then: Callable[[], object] | None = None) -> None:
+        """``then`` runs once the error is kept: here at once (a reporter's protocol, see ErrorReporter)."""
         log.error("error in component %s task %d: %s", component_id, task_id, text.rstrip())
         kept = self.errors.setdefault(component_id, [])
         kept.append((time.time(), task_id, text))
         del kept[:-self.keep]
+        if then is not None:
+            then()
 
 
 class WorkerRuntime:

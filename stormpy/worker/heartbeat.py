@@ -12,7 +12,8 @@
 - :class:`ErrorReporter` is the runtime's ``reporter``: executor threads call
   ``report_error``, a background thread writes ``/errors/...``. It keeps a bounded queue and a
   per-component rate limit, so a bolt that raises on every tuple cannot flood ZooKeeper or
-  stall its executor on ZooKeeper round trips.
+  stall its executor on ZooKeeper round trips. A report's ``then`` runs after its write (or
+  when it is dropped): the spouts settle a skipped record only then (see the component contract).
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ class ErrorReporter:
         self._write = write            # (component_id, storm.ErrorInfo) -> None
         self.host = host
         self.port = port
-        self._queue: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, Any, Callable[[], object] | None] | None] = queue.SimpleQueue()
         self._max_queued = max_queued
         self._limit = per_component_per_min
         self._window: dict[str, tuple[float, int]] = {}
@@ -129,32 +130,44 @@ class ErrorReporter:
             self._thread.start()
         return self
 
-    def report_error(self, component_id: str, task_id: int, text: str) -> None:
-        """Called by executor threads; never blocks on ZooKeeper."""
+    def report_error(self, component_id: str, task_id: int, text: str,
+                     then: Callable[[], object] | None = None) -> None:
+        """Called by executor threads; never blocks on ZooKeeper. ``then`` runs on the writer
+        thread after the write, or here at once if the report is dropped."""
         log.error("component %s task %s: %s", component_id, task_id, text)
         now = time.monotonic()
         with self._lock:
             start, count = self._window.get(component_id, (now, 0))
             if now - start > 60:
                 start, count = now, 0
-            if count >= self._limit or self._queue.qsize() >= self._max_queued:
+            dropped = count >= self._limit or self._queue.qsize() >= self._max_queued
+            if dropped:
                 self.dropped += 1
-                return
-            self._window[component_id] = (start, count + 1)
+            else:
+                self._window[component_id] = (start, count + 1)
+        if dropped:
+            if then is not None:
+                then()
+            return
         info = storm.ErrorInfo(error=str(text)[:8192], error_time_secs=int(time.time()), host=self.host,
                                port=self.port)
-        self._queue.put((component_id, info))
+        self._queue.put((component_id, info, then))
 
     def _run(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            component_id, info = item
+            component_id, info, then = item
             try:
                 self._write(component_id, info)
             except Exception as exc:  # noqa: BLE001 - ZooKeeper away: the error stays in the log
                 log.warning("could not write error of %s to ZooKeeper: %s", component_id, exc)
+            if then is not None:
+                try:
+                    then()
+                except Exception:  # noqa: BLE001 - a caller's callback must not end the writer
+                    log.exception("after writing an error of %s", component_id)
 
     def stop(self, timeout_secs: float = 5.0) -> None:
         """Write what is queued (bounded by ``timeout_secs``) and end the thread."""

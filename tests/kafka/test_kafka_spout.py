@@ -17,9 +17,10 @@ import pytest
 
 from stormpy import Bolt, Spout, Topology
 from stormpy.kafka import KafkaSpout, KafkaSpoutConfig, RetryPolicy
-from stormpy.local.runner import LocalTopology
+from stormpy.local.runner import LocalReporter, LocalTopology
 from stormpy.testing import wait_until
 from stormpy.testing.kafka import MOCK_PARTITIONS, committed_offsets, produce
+from stormpy.testing.reporters import HeldReporter
 
 LOCK = threading.Lock()
 #: the mock cluster keeps a closed consumer in its group until its session times out (45 s by
@@ -54,12 +55,16 @@ class FlakyRecorder(Bolt):
         self.ack(tup)
 
 
-def run(config: KafkaSpoutConfig, name: str, par: int = 2, spout_class: type[KafkaSpout] = KafkaSpout) -> LocalTopology:
+def run(config: KafkaSpoutConfig, name: str, par: int = 2, spout_class: type[KafkaSpout] = KafkaSpout,
+        reporter: LocalReporter | None = None) -> LocalTopology:
     class KafkaTopology(Topology):
         spout = spout_class(config).spec(par=par)
         sink = FlakyRecorder.spec(inputs=[spout], par=2)
 
-    return LocalTopology(KafkaTopology, name, user_overrides={"topology.message.timeout.secs": 30}).start()
+    local = LocalTopology(KafkaTopology, name, user_overrides={"topology.message.timeout.secs": 30})
+    if reporter is not None:
+        local.reporter = local.runtime.reporter = reporter
+    return local.start()
 
 
 def done_offsets() -> set[tuple[int, int]]:
@@ -122,6 +127,33 @@ def test_at_least_once_replays_failures_and_commits_behind_unacked(kafka_cluster
     assert all(SEEN[k] >= 1 for k in FAILED_ONCE if k not in bad)
     with LOCK:
         assert sorted(VALUES.values()) == sorted(r.decode() for i, r in enumerate(records) if i != 37)
+
+
+def test_an_undecodable_record_is_committed_past_only_once_its_error_is_kept(kafka_cluster: Any,
+                                                                           kafka_names: Any) -> None:
+    """Skipped and reported, the record still holds its partition's commit until the report is
+    kept: a worker killed before ZooKeeper took the error re-reads the record and reports it again."""
+    reset()
+    topic, group = kafka_names
+    bootstrap = kafka_cluster.bootstrap_servers
+    produce(bootstrap, topic, [f"a-{i}".encode() for i in range(10)], partition=0)
+    produce(bootstrap, topic, [b"\xff\xfe not utf-8"], partition=0)     # offset 10
+    produce(bootstrap, topic, [f"b-{i}".encode() for i in range(10)], partition=0)
+    config = KafkaSpoutConfig(bootstrap_servers=bootstrap, topics=[topic], group_id=group, offset_commit_period_ms=100,
+                              retry=RetryPolicy(initial_delay_ms=50, delay_period_ms=10), kafka_conf=FAST_GROUP)
+    reporter = HeldReporter()
+    local = run(config, "kafka-held-error", par=1, reporter=reporter)
+    try:
+        wait_until(lambda: {(0, o) for o in range(21) if o != 10} <= done_offsets(), 60, "the 20 good records acked")
+        wait_until(lambda: committed_offsets(bootstrap, group, topic)[0] == 10, 30, "partition 0 committed up to the bad record")
+        assert reporter.held, "the translation error was reported with a then"
+        time.sleep(1.0)    # ten commit periods
+        assert committed_offsets(bootstrap, group, topic)[0] == 10, "committed past an error not yet kept"
+        assert reporter.release() == 1
+        wait_until(lambda: committed_offsets(bootstrap, group, topic)[0] == 21, 30, "committed past it once kept")
+    finally:
+        local.stop(drain_secs=5)
+    assert any("could not be translated" in text for _t, _task, text in reporter.errors.get("spout", []))
 
 
 def test_a_new_deployment_resumes_the_committed_offsets(kafka_cluster: Any, kafka_names: Any) -> None:

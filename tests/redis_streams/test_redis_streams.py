@@ -21,6 +21,7 @@ from stormpy import Bolt, Topology
 from stormpy.local.runner import LocalTopology
 from stormpy.redis import OpaqueRedisStreamSpout, RedisStreamSpout
 from stormpy.testing import wait_until
+from stormpy.testing.reporters import HeldReporter
 from stormpy.trident import Count, Function, SqliteMapState, TridentTopology
 
 LOCK = threading.Lock()
@@ -70,6 +71,58 @@ def test_dead_consumers_entries_are_claimed_and_everything_acked(redis_server: A
         local.stop(drain_secs=5)
     assert len(FAILED_ONCE) == len([n for n in range(300) if n % 7 == 0])
     assert set(SEEN) == {str(n) for n in range(300)}
+
+
+class FailsNine(Bolt):
+    """Fails entry 9 every time (given up after ``max_retries``); acks the rest."""
+
+    auto_ack = False
+
+    def process(self, tup: Any) -> None:
+        if tup.values[2] == "9":
+            self.fail(tup)
+            return
+        with LOCK:
+            SEEN[tup.values[2]] += 1
+        self.ack(tup)
+
+
+def test_skipped_entries_are_acked_only_once_their_error_is_kept(redis_server: Any) -> None:
+    """Undecodable (n=5) or given up (n=9): acked after the report is kept, so a crash in between
+    leaves the entry pending, to be claimed and reported again."""
+    stream, group = f"skips-{uuid.uuid4().hex[:6]}", "skippers"
+    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
+    ids = [client.xadd(stream, {"n": str(n)}) for n in range(20)]
+    with LOCK:
+        SEEN.clear()
+
+    def translate(stream: str, entry_id: str, fields: dict[str, str]) -> list[Any]:
+        if fields["n"] == "5":
+            raise ValueError("no schema for 5")
+        return [stream, entry_id, fields["n"]]
+
+    spout = RedisStreamSpout(redis_server.url, [stream], group=group, retry_delay_ms=20, max_retries=2,
+                             record_translator=(translate, ["stream", "id", "n"]))
+
+    class Skips(Topology):
+        entries = spout.spec(par=1)
+        sink = FailsNine.spec(inputs=[entries], par=1)
+
+    reporter = HeldReporter()
+    local = LocalTopology(Skips, "redis-skips", user_overrides={"topology.message.timeout.secs": 30})
+    local.reporter = local.runtime.reporter = reporter
+    local.start()
+    try:
+        wait_until(lambda: len(SEEN) == 18 and len(reporter.held) == 2, 30, "18 entries acked, 2 reported")
+        time.sleep(0.3)
+        pending = client.xpending_range(stream, group, min="-", max="+", count=100)
+        assert sorted(p["message_id"] for p in pending) == sorted([ids[5], ids[9]]), "skipped before the errors were kept"
+        assert reporter.release() == 2
+        wait_until(lambda: client.xpending(stream, group)["pending"] == 0, 30, "both acked once their errors were kept")
+    finally:
+        local.stop(drain_secs=5)
+    texts = [text for _t, _task, text in reporter.errors.get("entries", [])]
+    assert any("could not be translated" in t for t in texts) and any("failed 3 times" in t for t in texts), texts
 
 
 class Split(Function):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from stormpy.testing import wait_until
 from stormpy.thrift import storm
@@ -49,6 +50,31 @@ def test_error_reporter_writes_in_background_and_rate_limits():
         wait_until(lambda: len(written) == 4, 10, "3 split errors and 1 count error written")
         assert reporter.dropped == 7
         assert written[0][1].error == "boom 0" and written[0][1].port == 6700
+    finally:
+        reporter.stop()
+
+
+def test_error_reporter_runs_then_after_the_write_or_when_it_drops_the_report():
+    """A spout settles a skipped record in ``then``: never before ZooKeeper has its error."""
+    gate, written, events = threading.Event(), [], []
+
+    def write(component: str, info: object) -> None:
+        gate.wait(10)
+        written.append(component)
+        if component == "down":
+            raise ConnectionError("ZooKeeper away")
+
+    reporter = ErrorReporter(write, "h", 6700, per_component_per_min=1).start()
+    try:
+        reporter.report_error("spout", 4, "bad record", then=lambda: events.append(("kept", list(written))))
+        reporter.report_error("spout", 4, "over the limit", then=lambda: events.append(("dropped", list(written))))
+        assert events == [("dropped", [])], "a dropped report's then runs at once"
+        time.sleep(0.2)
+        assert len(events) == 1, "then waited for the write"
+        reporter.report_error("down", 5, "lost", then=lambda: events.append(("failed", list(written))))
+        gate.set()
+        wait_until(lambda: len(events) == 3, 10, "both thens ran")
+        assert events[1:] == [("kept", ["spout"]), ("failed", ["spout", "down"])]
     finally:
         reporter.stop()
 
