@@ -101,6 +101,7 @@ class RedisStreamSpout(Spout):
                     raise
         self.buffer: deque[tuple[str, str, dict[str, str]]] = deque()
         self.in_flight: dict[tuple[str, str], tuple[list[Any], int]] = {}
+        self.settling: set[tuple[str, str]] = set()   # skipped, acked once the error is kept
         self.retries: list[tuple[float, tuple[str, str]]] = []
         self.next_claim = 0.0
         self.claim_cursor = {s: "0-0" for s in self.streams}
@@ -126,16 +127,17 @@ class RedisStreamSpout(Spout):
         if self.buffer:
             stream, entry_id, fields = self.buffer.popleft()
             key = (stream, entry_id)
-            if key in self.in_flight:
-                return   # our own slow tuple, claimed back from ourselves: already in flight
+            if key in self.in_flight or key in self.settling:
+                return   # our own slow tuple (or skipped entry), claimed back from ourselves
             try:
                 values = self.translate(stream, entry_id, fields)
             except Exception as exc:
                 # acked once the error is kept: a crash before that leaves the entry to be claimed and reported again
+                self.settling.add(key)
                 self._stormpy_collector.report_error(
                     f"RedisStreamSpout: entry {stream} {entry_id} could not be translated "
                     f"({type(exc).__name__}: {exc}); acked and skipped",
-                    then=functools.partial(self.client.xack, stream, self.group, entry_id))
+                    then=functools.partial(self._skipped, key))
                 return
             if values is None:
                 self.client.xack(stream, self.group, entry_id)
@@ -163,6 +165,10 @@ class RedisStreamSpout(Spout):
                 self.buffer.append((stream, entry_id, fields))
             if entries:
                 log.info("RedisStreamSpout %s claimed %d idle entries of %s", self.consumer, len(entries), stream)
+
+    def _skipped(self, key: tuple[str, str]) -> None:
+        self.client.xack(key[0], self.group, key[1])
+        self.settling.discard(key)
 
     def ack(self, tup_id: Any) -> None:
         if self.in_flight.pop(tup_id, None) is not None:

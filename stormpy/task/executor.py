@@ -155,6 +155,8 @@ class TaskBase:
         self._reported: BaseException | None = None
 
     def report_error(self, text: str, then: Callable[[], object] | None = None) -> None:
+        if then is not None:   # guarded like the component's own code, and only for this instance
+            then = functools.partial(self.executor._component_callback, self, self.component, then)
         self.executor.report_error(self.task_id, text, then)
 
     def call_soon(self, fn: Callable[[], None]) -> None:
@@ -488,6 +490,15 @@ class Executor(Generic[TaskT]):
 
     def _bind(self, task: TaskT) -> None:
         """Subclasses cache the component's bound methods on the task."""
+
+    def _component_callback(self, task: TaskT, component: Component, fn: Callable[[], object]) -> None:
+        """A component's ``report_error`` ``then``: dropped for a crashed instance; a raise crashes the task."""
+        if task.component is not component:
+            return
+        try:
+            fn()
+        except Exception as exc:
+            self._crash(task, exc, "report_error then")
 
     def _component_timer(self, task: TaskT, component: Component) -> None:
         if task.component is not component:

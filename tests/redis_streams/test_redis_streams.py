@@ -113,10 +113,13 @@ def test_skipped_entries_are_acked_only_once_their_error_is_kept(redis_server: A
     local.reporter = local.runtime.reporter = reporter
     local.start()
     try:
+        def pending() -> list[str]:
+            return sorted(p["message_id"] for p in client.xpending_range(stream, group, min="-", max="+", count=100))
+
         wait_until(lambda: len(SEEN) == 18 and len(reporter.held) == 2, 30, "18 entries acked, 2 reported")
+        wait_until(lambda: pending() == sorted([ids[5], ids[9]]), 30, "the 18 acked entries XACKed")
         time.sleep(0.3)
-        pending = client.xpending_range(stream, group, min="-", max="+", count=100)
-        assert sorted(p["message_id"] for p in pending) == sorted([ids[5], ids[9]]), "skipped before the errors were kept"
+        assert pending() == sorted([ids[5], ids[9]]), "skipped before the errors were kept"
         assert reporter.release() == 2
         wait_until(lambda: client.xpending(stream, group)["pending"] == 0, 30, "both acked once their errors were kept")
     finally:
