@@ -3,6 +3,7 @@
     python benchmarks/local_wordcount.py [--secs 10] [--warmup 2] [--par 1] [--per-call 1] [--only-topology]
     python benchmarks/local_wordcount.py --par 2 --sentences 12000    # a fixed amount of work
     python benchmarks/local_wordcount.py --par 2 --pairs 5 --secs 4     # par 2 against par 1
+    python benchmarks/local_wordcount.py --par 2 --pairs 15 --sentences 300000   # the same, fixed work
 
 Topology: sentence spout -> split (shuffle) -> count (fields grouping on word), run once
 with acking (one acker) and once without (``topology.acker.executors: 0``). Printed: spout
@@ -24,8 +25,14 @@ each run printed, then both medians and their ratio. Two runs of one topology a 
 differ by up to 5-15% on a shared 2-core machine, more than par 2 and par 1 differ by;
 alternating runs see the same drift, and the median of each side drops the outliers.
 
+``--pairs N --sentences M`` compares the same way with a fixed amount of work: each run is a new
+process (``--sentences M``), and its figure is counted words per CPU-second from the first ack
+to the last; the pair-by-pair ratios' median is printed too. A timed window of a few seconds on a
+busy machine catches whatever else the machine did then; a fixed amount of work in CPU-seconds
+does not depend on how long it took.
+
 ``--sentences N`` runs the acked topology alone until N sentences are acked, and prints the
-process's CPU time: a fixed amount of work, for instruction counts. Instructions per word are
+process's CPU time (and its words per CPU-second from the first ack on): a fixed amount of work, for instruction counts. Instructions per word are
 the difference of two runs under ``valgrind --tool=callgrind`` (say N = 12,000 and 2,000,
 which takes out start-up and shutdown) divided by the difference of their counted words.
 """
@@ -34,7 +41,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import re
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -175,9 +184,10 @@ def run_topology(reliable: bool, secs: float, warmup: float, par: int = 1, per_c
     return result
 
 
-def run_fixed(sentences: int, par: int) -> tuple[int, float]:
+def run_fixed(sentences: int, par: int) -> tuple[int, float, float]:
     """Run the acked word count until ``sentences`` sentences are acked: (words counted, CPU
-    seconds of the process from start to the last ack)."""
+    seconds of the process from start to the last ack, counted words per CPU-second from the
+    first ack to the last: start-up left out, what ``--pairs`` with ``--sentences`` compares)."""
     full, rest = divmod(sentences, len(SENTENCES))
     words = full * WORDS_UPTO[-1] + WORDS_UPTO[rest]   # not split here: its cost would count per word
     overrides = {"topology.acker.executors": 1, "bench.reliable": True, "bench.sentences": sentences,
@@ -185,13 +195,44 @@ def run_fixed(sentences: int, par: int) -> tuple[int, float]:
     cpu0 = time.process_time()
     local = LocalTopology(bench_topology(par, BoundedSpout), "bench", user_overrides=overrides)
     local.start()
+    first: tuple[float, int] | None = None
     try:
-        while _spout_acked(local) < sentences or _count_executed(local, "count") < words:
+        while (acked := _spout_acked(local)) < sentences or _count_executed(local, "count") < words:
+            if first is None and acked:
+                first = (time.process_time(), _count_executed(local, "count"))
             time.sleep(0.02)
         cpu = time.process_time() - cpu0
     finally:
         local.stop(drain_secs=5)
-    return words, cpu
+    first_cpu, first_words = first or (cpu0, 0)
+    steady = (words - first_words) / max(cpu0 + cpu - first_cpu, 1e-9)
+    return words, cpu, steady
+
+
+FIXED_LINE = re.compile(r"counted in [\d.]+ CPU-seconds \(start to last ack\); ([\d,]+) counted words per CPU-second")
+
+
+def run_fixed_pairs(pairs: int, par: int, sentences: int) -> tuple[list[float], list[float]]:
+    """``--pairs`` with ``--sentences``: each run a fresh process doing the same fixed work (no
+    heap or threads left by an earlier run), alternating as ``run_pairs``; counted words per
+    CPU-second from the first ack to the last, so a machine that runs slower for a while
+    slows both sides of a pair, and a timed window's luck is out of it."""
+    ones: list[float] = []
+    pars: list[float] = []
+    for i in range(pairs):
+        order = ((1, ones), (par, pars))
+        for p, rates in (order if i % 2 == 0 else order[::-1]):
+            run = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--par", str(p), "--sentences",
+                                  str(sentences)], capture_output=True, text=True, timeout=600)
+            found = FIXED_LINE.search(run.stdout)
+            if run.returncode != 0 or found is None:
+                raise SystemExit(f"local_wordcount.py: a fixed-work run at par {p} failed: {run.stderr[-500:]}")
+            if f"tuple path: {tuple_path_build()}\n" not in run.stdout:   # the same build as this process's
+                raise SystemExit(f"local_wordcount.py: a run imported another stormpy build: {run.stdout[:200]}")
+            rates.append(float(found.group(1).replace(",", "")))
+            print(f"  run {i + 1}/{pairs}, par {p}: {rates[-1]:,.0f} counted words per CPU-second "
+                  f"({sentences:,} sentences, first ack to last)", flush=True)
+    return ones, pars
 
 
 def _timed(targets: list[Any], counter: list[int], stop: threading.Event, secs: float,
@@ -359,6 +400,32 @@ def run_pairs(pairs: int, par: int, secs: float, warmup: float, per_call: int = 
     return ones, pars
 
 
+def print_pairs(args: argparse.Namespace) -> int:
+    """``--pairs``: par 1 against ``--par``, timed runs in this process, or fixed-work runs
+    (``--sentences``) each in a process of its own; the medians and their ratio."""
+    if args.sentences:
+        print(f"stormpy local, acking on, par 1 against par {args.par} (split and count): {args.pairs} fixed-work "
+              f"runs of each ({args.sentences:,} sentences), alternating, each in a new process:", flush=True)
+        ones, pars = run_fixed_pairs(args.pairs, args.par, args.sentences)
+        unit = "counted words per CPU-second"
+    else:
+        print(f"stormpy local, acking on, par 1 against par {args.par} (split and count), {args.per_call}/call: "
+              f"{args.pairs} runs of each, alternating, {args.secs:g} s each:", flush=True)
+        ones, pars = run_pairs(args.pairs, args.par, args.secs, args.warmup, args.per_call)
+        unit = "counted words/s"
+    one, many = statistics.median(ones), statistics.median(pars)
+    if not one:
+        print("par 1 counted no words: no ratio", file=sys.stderr)
+        return 1
+    line = (f"medians: par {args.par} {many:,.0f} {unit}, par 1 {one:,.0f}: par {args.par} / par 1 = "
+            f"{many / one:.3f}x (runs: {min(pars) / one:.3f}x to {max(pars) / one:.3f}x of par 1's median)")
+    if args.sentences:
+        paired = sorted(b / a for a, b in zip(ones, pars))
+        line += f"; pair by pair: median {statistics.median(paired):.3f}x ({paired[0]:.3f}x to {paired[-1]:.3f}x)"
+    print(line)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--secs", type=float, default=10.0, help="measured seconds per run")
@@ -380,24 +447,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--pairs must be 0 or more")
     if args.pairs and args.par < 2:
         parser.error("--pairs compares par 1 with --par: give --par 2 or more")
-    if args.pairs and (args.sentences or args.only_topology):
-        parser.error("--pairs runs only the topology: it takes no --sentences or --only-topology")
+    if args.pairs and args.only_topology:
+        parser.error("--pairs runs only the topology: it takes no --only-topology")
     print(f"tuple path: {tuple_path_build()}", flush=True)
     if args.pairs:
-        print(f"stormpy local, acking on, par 1 against par {args.par} (split and count), {args.per_call}/call: "
-              f"{args.pairs} runs of each, alternating, {args.secs:g} s each:", flush=True)
-        ones, pars = run_pairs(args.pairs, args.par, args.secs, args.warmup, args.per_call)
-        one, many = statistics.median(ones), statistics.median(pars)
-        if not one:
-            print("par 1 counted no words: no ratio", file=sys.stderr)
-            return 1
-        print(f"medians: par {args.par} {many:,.0f} counted words/s, par 1 {one:,.0f}: par {args.par} / par 1 = "
-              f"{many / one:.3f}x (runs: {min(pars) / one:.3f}x to {max(pars) / one:.3f}x of par 1's median)")
-        return 0
+        return print_pairs(args)
     if args.sentences:
-        words, cpu = run_fixed(args.sentences, args.par)
+        words, cpu, steady = run_fixed(args.sentences, args.par)
         print(f"stormpy local (split/count par {args.par}, acking on): {args.sentences:,} sentences, "
-              f"{words:,} words counted in {cpu:.2f} CPU-seconds (start to last ack)")
+              f"{words:,} words counted in {cpu:.2f} CPU-seconds (start to last ack); "
+              f"{steady:,.0f} counted words per CPU-second from the first ack to the last")
         return 0
     handoff = handoff3 = raw = raw_cpu = user = 0.0
     if not args.only_topology:

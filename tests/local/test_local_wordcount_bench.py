@@ -21,7 +21,8 @@ def test_a_fixed_number_of_sentences_is_counted_and_acked() -> None:
                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert run.returncode == 0, run.stderr[-2000:]
     assert re.search(r"^tuple path: (pure Python|compiled \(Cython\))$", run.stdout, re.M), run.stdout
-    assert re.search(rf"par 2, acking on\): 300 sentences, {words:,} words counted in [\d.]+ CPU-seconds",
+    assert re.search(rf"par 2, acking on\): 300 sentences, {words:,} words counted in [\d.]+ CPU-seconds "
+                     r"\(start to last ack\); [\d,]+ counted words per CPU-second from the first ack to the last",
                      run.stdout), run.stdout
 
 
@@ -68,9 +69,25 @@ def test_pairs_alternate_par_1_and_par_2_and_print_the_medians() -> None:
     assert abs(float(medians.group(3)) - many / one) < 0.0015, run.stdout
 
 
+def test_fixed_work_pairs_run_each_in_a_new_process_and_print_pair_by_pair() -> None:
+    """``--pairs N --sentences M``: the same alternation, each run a new process doing M
+    sentences, its figure the counted words per CPU-second from the first ack to the last."""
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), "--par", "2",
+                          "--pairs", "2", "--sentences", "2000"], capture_output=True, text=True,
+                         timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    runs = re.findall(r"^  run (\d)/2, par (\d): ([\d,]+) counted words per CPU-second \(2,000 sentences", run.stdout, re.M)
+    assert [(r[0], r[1]) for r in runs] == [("1", "1"), ("1", "2"), ("2", "2"), ("2", "1")], run.stdout
+    rate = {p: [int(r[2].replace(",", "")) for r in runs if r[1] == p] for p in ("1", "2")}
+    paired = sorted(b / a for a, b in zip(rate["1"], rate["2"]))
+    found = re.search(r"^medians: par 2 [\d,]+ counted words per CPU-second, par 1 [\d,]+: par 2 / par 1 = [\d.]+x "
+                      r"\(runs: [\d.]+x to [\d.]+x of par 1's median\); pair by pair: median ([\d.]+)x", run.stdout, re.M)
+    assert found and abs(float(found.group(1)) - (paired[0] + paired[1]) / 2) < 0.0015, run.stdout
+
+
 def test_pairs_need_a_parallelism_to_compare_and_run_alone() -> None:
     for args, said in ((["--pairs", "3"], "give --par 2 or more"), (["--pairs", "-1"], "--pairs must be 0 or more"),
-                       (["--par", "2", "--pairs", "2", "--sentences", "10"], "takes no --sentences")):
+                       (["--par", "2", "--pairs", "2", "--only-topology"], "takes no --only-topology")):
         run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), *args],
                              capture_output=True, text=True, timeout=120, cwd=REPO,
                              env={**os.environ, "PYTHONPATH": str(REPO)})
