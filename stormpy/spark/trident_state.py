@@ -710,12 +710,17 @@ class SparkBatchState(State):
         marker = f"{self._root.rstrip('/')}/_stormpy_state/test-died-{self._batches.ns}-t{txid}"
         if "://" in marker or marker.startswith("file:"):
             return
+        # written aside, then linked: the test reads the pid as soon as the marker exists, and the
+        # link fails if another partition's worker got there first
+        aside = f"{marker}.{os.getpid()}.tmp"
+        with open(aside, "w") as out:
+            out.write(f"p{self.partition} pid {os.getpid()}\n")
         try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.link(aside, marker)
         except FileExistsError:
             return
-        os.write(fd, f"p{self.partition} pid {os.getpid()}\n".encode())
-        os.close(fd)
+        finally:
+            os.unlink(aside)
         log.warning("TEST HOOK %s: txid %d published by partition %d; SIGKILLing this worker before the commit",
                     DIE_AFTER_WRITE_KEY, txid, self.partition)
         os.kill(os.getpid(), signal.SIGKILL)

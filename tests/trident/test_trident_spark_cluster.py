@@ -139,7 +139,7 @@ def test_spark_rows_once_and_exact_redis_counts_after_worker_sigkills(scluster, 
     pids = scluster.wait_workers(run.id, 2)
     marker = run.output / "_stormpy_state" / f"test-died-{run.name}-t{die_txid}"
     wait_until(marker.exists, 150, f"the test hook to SIGKILL a worker after publishing txid {die_txid}")
-    died = int(marker.read_text().split("pid ")[1])
+    died = int(marker.read_text().split("pid ")[1])   # whole once it exists (the hook links it in)
     assert died in pids, "the hook killed one of the topology's workers"
     wait_until(lambda: (now := scluster.worker_pids(run.id)) and len(now) == 2 and died not in now, 90,
                "the supervisor to restart the worker the hook killed")
@@ -266,7 +266,7 @@ def _kill_every_worker_mid_commit(run: Run, cluster: ProcessCluster) -> None:
     pids = cluster.wait_workers(run.id, 2)
     marker = run.output / "_stormpy_state" / f"test-died-{run.name}-t{DIE_TXID}"
     wait_until(marker.exists, 240, f"the test hook to SIGKILL a worker after publishing txid {DIE_TXID}")
-    died = int(marker.read_text().split("pid ")[1])
+    died = int(marker.read_text().split("pid ")[1])   # whole once it exists (the hook links it in)
     assert died in pids, "the hook killed one of the topology's workers"
     for other in (p for p in pids if p != died):
         os.kill(other, signal.SIGKILL)
