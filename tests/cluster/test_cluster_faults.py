@@ -79,7 +79,9 @@ def wait_for_more_acks(out_dir, what: str, timeout: float = 60) -> None:
 def test_wordcount_exact_counts_on_two_supervisors_three_workers_then_kill(cluster, out_dir):
     name = unique("wc")
     total = 500
-    topology_id = cluster.submit("wordcount.py", name, workers=3, conf=run_conf(out_dir, total))
+    # exact counts: no tuple tree may time out and replay while a late worker starts (at least once counts twice)
+    topology_id = cluster.submit("wordcount.py", name, workers=3,
+                                 conf=run_conf(out_dir, total, **{"topology.message.timeout.secs": 120}))
     try:
         cluster.wait_workers(topology_id, 3)
         assert cluster.worker_pids(topology_id, supervisor=0) and cluster.worker_pids(topology_id, supervisor=1), \
@@ -101,7 +103,8 @@ def test_wordcount_exact_counts_with_one_executor_loop_per_worker(cluster, out_d
     name = unique("wc-loop")
     total = 500
     topology_id = cluster.submit("wordcount.py", name, workers=2,
-                                 conf=run_conf(out_dir, total, **{"topology.executor.threads": "one"}))
+                                 conf=run_conf(out_dir, total, **{"topology.executor.threads": "one",
+                                                                  "topology.message.timeout.secs": 120}))
     try:
         cluster.wait_workers(topology_id, 2)
         wait_until(lambda: len(acked_ids(out_dir)) == total, 120, f"all {total} sentences acked")

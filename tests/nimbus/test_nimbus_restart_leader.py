@@ -57,7 +57,7 @@ def test_restarted_nimbus_accepts_kill_at_once(daemons: Any, cluster_conf: dict[
     killed = cli(conf, tmp_path, "kill", "quick", "-w", "0")
     took = time.monotonic() - answered
     assert killed.returncode == 0, killed.stderr
-    assert took < 5.0, f"kill took {took:.1f}s after list answered"
+    assert took < 20.0, f"kill took {took:.1f}s after list answered"   # a CLI start on a loaded machine; not the 60 s wait
     assert "Waiting" not in killed.stderr + listed.stderr
 
 

@@ -148,7 +148,8 @@ def test_a_code_copy_from_a_silent_leader_gives_up_within_the_session_timeout(
     started = time.monotonic()
     assert replicator.sync_once() == []
     elapsed = time.monotonic() - started
-    # One wait for the whole round: the second topology does not wait again on the dead connection.
+    # One wait for the whole round: the second topology does not wait again on the dead connection
+    # (a second wait would take 2 x bound: the margin stays below one bound).
     assert elapsed < bound + 1.5, f"the copy waited {elapsed:.1f}s on a silent leader (bound {bound:.0f}s)"
     wait_until(lambda: len(silent.closed) == len(silent.opened) == 1, 5, "the standby to close its one connection")
     assert list(files.stormdist_root.iterdir()) == [], "no half-copied code is left behind"
@@ -167,7 +168,7 @@ def test_offering_code_to_a_silent_nimbus_gives_up_within_the_session_timeout(
     started = time.monotonic()
     assert replicator.offer_to_peers() == []
     elapsed = time.monotonic() - started
-    assert elapsed < bound + 1.5, f"the offer waited {elapsed:.1f}s on a silent Nimbus (bound {bound:.0f}s)"
+    assert elapsed < bound + 5, f"the offer waited {elapsed:.1f}s on a silent Nimbus (bound {bound:.0f}s)"
 
 
 # With the short sync period the leader's session ends PAUSE_SECS after the failed copy: past the
@@ -194,7 +195,7 @@ def test_a_standby_whose_copy_failed_leads_as_soon_as_the_silent_leaders_session
     elector.start()
     try:
         wait_until(lambda: silent.closed, bound + 5, "the standby to give up its copy from the silent leader")
-        assert silent.held_secs()[0] < bound + 1.5
+        assert silent.held_secs()[0] < bound + 5
         # the standby now waits for the code (the leader is registered); timed from the failed copy
         time.sleep(max(0.0, silent.closed[0] + PAUSE_SECS - time.monotonic()))
         assert not led.is_set()

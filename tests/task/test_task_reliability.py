@@ -251,7 +251,8 @@ def test_timeout_reaches_spout_fail(local_topology: Any, waiter: Any) -> None:
 def test_max_spout_pending_holds(local_topology: Any, waiter: Any) -> None:
     reset(count=1000)
     local_topology(TimeoutTopology, **{"topology.max.spout.pending": 7, "topology.message.timeout.secs": 120})
-    waiter(lambda: len(STATE["emitted"]) >= 7, 20, "7 pending tuples")
+    waiter(lambda: len(STATE["emitted"]) >= 7 and len(STATE.get("swallowed", [])) >= 7, 20,
+           "7 pending tuples, swallowed by the bolt")
     time.sleep(0.5)
     assert len(STATE["emitted"]) == 7, "the spout emitted beyond topology.max.spout.pending"
     assert len(STATE.get("swallowed", [])) == 7

@@ -102,7 +102,8 @@ def test_a_tuple_is_acked_only_after_it_left_its_last_window(local_topology: Any
         sink = Sink.spec(inputs=[windows])
 
     local_topology(Topo)
-    wait(lambda: len(STATE["acked"]) >= 6, timeout=20, what="six tuples acked")
+    wait(lambda: len(STATE["acked"]) >= 6 and len(STATE["windows"]) >= 5, timeout=20,
+         what="six tuples acked, five windows")
     time.sleep(0.5)
     with STATE["lock"]:
         windows = [list(w) for w in STATE["windows"]]
