@@ -492,8 +492,9 @@ class Executor(Generic[TaskT]):
         """Subclasses cache the component's bound methods on the task."""
 
     def _component_callback(self, task: TaskT, component: Component, fn: Callable[[], object]) -> None:
-        """A component's ``report_error`` ``then``: dropped for a crashed instance; a raise crashes the task."""
-        if task.component is not component:
+        """A component's ``report_error`` ``then``: dropped for a crashed or closed instance (asked
+        for while the task was down: from ``close()``); a raise crashes the task."""
+        if component is None or task.component is not component:
             return
         try:
             fn()
