@@ -59,7 +59,9 @@ class ComponentEngine(Protocol):
         """Keep ``text`` as this task's newest error (the UI shows it); the task lives on.
 
         ``then`` runs later on the executor thread, once the error is kept where the UI reads it
-        (ZooKeeper, in a cluster) or given up on (rate limit, ZooKeeper away: it stays in the log).
+        (ZooKeeper, in a cluster) or given up on (rate limit or a full queue, ZooKeeper away: it
+        stays in the log). It is dropped if this instance crashed meanwhile (or asked from
+        ``close()``), and a raise in it crashes the task like the component's own code.
         A spout that skips a bad record settles it only then: a crash in between re-reads the
         record and reports it again, instead of committing past an error nobody will see."""
         ...

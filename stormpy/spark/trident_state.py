@@ -712,7 +712,7 @@ class SparkBatchState(State):
             return
         # written aside, then linked: the test reads the pid as soon as the marker exists, and the
         # link fails if another partition's worker got there first
-        aside = f"{marker}.{os.getpid()}.tmp"
+        aside = f"{marker}.{os.getpid()}-p{self.partition}.tmp"   # partitions of one worker: one file each
         with open(aside, "w") as out:
             out.write(f"p{self.partition} pid {os.getpid()}\n")
         try:

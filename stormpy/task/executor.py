@@ -491,7 +491,7 @@ class Executor(Generic[TaskT]):
     def _bind(self, task: TaskT) -> None:
         """Subclasses cache the component's bound methods on the task."""
 
-    def _component_callback(self, task: TaskT, component: Component, fn: Callable[[], object]) -> None:
+    def _component_callback(self, task: TaskT, component: Component | None, fn: Callable[[], object]) -> None:
         """A component's ``report_error`` ``then``: dropped for a crashed or closed instance (asked
         for while the task was down: from ``close()``); a raise crashes the task."""
         if component is None or task.component is not component:

@@ -101,8 +101,10 @@ def test_skipped_entries_are_acked_only_once_their_error_is_kept(redis_server: A
             raise ValueError("no schema for 5")
         return [stream, entry_id, fields["n"]]
 
+    # claims every 100 ms of entries idle 300 ms: the two held entries are claimed back while their
+    # errors wait, and must not be translated (and reported) again
     spout = RedisStreamSpout(redis_server.url, [stream], group=group, retry_delay_ms=20, max_retries=2,
-                             record_translator=(translate, ["stream", "id", "n"]))
+                             claim_idle_ms=300, claim_interval_ms=100, record_translator=(translate, ["stream", "id", "n"]))
 
     class Skips(Topology):
         entries = spout.spec(par=1)
@@ -118,8 +120,9 @@ def test_skipped_entries_are_acked_only_once_their_error_is_kept(redis_server: A
 
         wait_until(lambda: len(SEEN) == 18 and len(reporter.held) == 2, 30, "18 entries acked, 2 reported")
         wait_until(lambda: pending() == sorted([ids[5], ids[9]]), 30, "the 18 acked entries XACKed")
-        time.sleep(0.3)
+        time.sleep(1.5)
         assert pending() == sorted([ids[5], ids[9]]), "skipped before the errors were kept"
+        assert len(reporter.held) == 2, "a held entry claimed back was reported again"
         assert reporter.release() == 2
         wait_until(lambda: client.xpending(stream, group)["pending"] == 0, 30, "both acked once their errors were kept")
     finally:
