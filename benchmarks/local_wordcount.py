@@ -21,13 +21,15 @@ loaded machine they compare runs that wall-clock rates cannot.
 
 ``--pairs N`` compares parallelism 1 with ``--par``: N acked runs of each, alternating, the pairs
 taking turns at which parallelism runs first (par 1 then ``--par``, ``--par`` then par 1, ...),
-each run printed, then both medians and their ratio. Two runs of one topology a minute apart
-differ by up to 5-15% on a shared 2-core machine, more than par 2 and par 1 differ by;
-alternating runs see the same drift, and the median of each side drops the outliers.
+each run printed, then both medians and their ratio, and the pairs' own ratios: their median,
+how many pairs ``--par`` won and a 90% bootstrap interval of that median. Two runs of one
+topology a minute apart differ by up to 5-15% on a shared 2-core machine, more than par 2 and
+par 1 differ by; alternating runs see the same drift, the median of each side drops the
+outliers, and the interval says how far a repeat of the whole set could land.
 
 ``--pairs N --sentences M`` compares the same way with a fixed amount of work: each run is a new
 process (``--sentences M``), and its figure is counted words per CPU-second from the first ack
-to the last; the pair-by-pair ratios' median is printed too. A timed window of a few seconds on a
+to the last. A timed window of a few seconds on a
 busy machine catches whatever else the machine did then; a fixed amount of work in CPU-seconds
 does not depend on how long it took.
 
@@ -41,6 +43,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import random
 import re
 import statistics
 import subprocess
@@ -400,6 +403,24 @@ def run_pairs(pairs: int, par: int, secs: float, warmup: float, per_call: int = 
     return ones, pars
 
 
+def pair_by_pair(ones: list[float], pars: list[float], par: int, resamples: int = 2000) -> str:
+    """The pairs' own ratios: their median, how many pairs ``par`` won, and a 90% bootstrap
+    interval of that median. Why: on a shared machine whole runs move by more than par 2 and
+    par 1 differ by, and a drift slows both runs of a pair alike, so the ratio within each pair
+    is the steadier figure; the interval says how far a repeat of the whole set could land
+    (seeded, so the same runs print the same interval)."""
+    paired = sorted(b / a for a, b in zip(ones, pars) if a)
+    if not paired:
+        return "pair by pair: no pair"
+    draw = random.Random(0)
+    medians = sorted(statistics.median(draw.choices(paired, k=len(paired))) for _ in range(resamples))
+    low, high = medians[int(resamples * 0.05)], medians[int(resamples * 0.95) - 1]
+    ahead = sum(r > 1.0 for r in paired)
+    return (f"pair by pair: median {statistics.median(paired):.3f}x ({paired[0]:.3f}x to {paired[-1]:.3f}x), "
+            f"par {par} ahead in {ahead} of {len(paired)}; 90% interval of that median {low:.3f}x to {high:.3f}x "
+            f"(bootstrap, {resamples:,} resamples)")
+
+
 def print_pairs(args: argparse.Namespace) -> int:
     """``--pairs``: par 1 against ``--par``, timed runs in this process, or fixed-work runs
     (``--sentences``) each in a process of its own; the medians and their ratio."""
@@ -419,10 +440,7 @@ def print_pairs(args: argparse.Namespace) -> int:
         return 1
     line = (f"medians: par {args.par} {many:,.0f} {unit}, par 1 {one:,.0f}: par {args.par} / par 1 = "
             f"{many / one:.3f}x (runs: {min(pars) / one:.3f}x to {max(pars) / one:.3f}x of par 1's median)")
-    if args.sentences:
-        paired = sorted(b / a for a, b in zip(ones, pars))
-        line += f"; pair by pair: median {statistics.median(paired):.3f}x ({paired[0]:.3f}x to {paired[-1]:.3f}x)"
-    print(line)
+    print(f"{line}; {pair_by_pair(ones, pars, args.par)}")
     return 0
 
 

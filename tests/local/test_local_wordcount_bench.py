@@ -50,8 +50,9 @@ def test_the_user_code_alone_reference_runs_the_benchmarks_own_components() -> N
 
 def test_pairs_alternate_par_1_and_par_2_and_print_the_medians() -> None:
     """``--pairs N``: N runs of each parallelism, alternating, every other pair starting with
-    par 2, each printed, then the medians (the middle run of each side) and their ratio (how the
-    README compares par 2 with par 1)."""
+    par 2, each printed, then the medians (the middle run of each side) and their ratio, and the
+    pairs' own ratios: their median, how many par 2 won, a bootstrap interval of that median
+    (how the README compares par 2 with par 1)."""
     run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_wordcount.py"), "--par", "2",
                           "--pairs", "3", "--secs", "1", "--warmup", "0.5"], capture_output=True, text=True,
                          timeout=240, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -67,6 +68,15 @@ def test_pairs_alternate_par_1_and_par_2_and_print_the_medians() -> None:
     many, one = int(medians.group(1).replace(",", "")), int(medians.group(2).replace(",", ""))
     assert (many, one) == (rate["2"][1], rate["1"][1]), run.stdout
     assert abs(float(medians.group(3)) - many / one) < 0.0015, run.stdout
+    in_order = {p: [int(r[2].replace(",", "")) for r in runs if r[1] == p] for p in ("1", "2")}
+    paired = sorted(b / a for a, b in zip(in_order["1"], in_order["2"]))
+    found = re.search(r"; pair by pair: median ([\d.]+)x \(([\d.]+)x to ([\d.]+)x\), par 2 ahead in (\d) of 3; "
+                      r"90% interval of that median ([\d.]+)x to ([\d.]+)x \(bootstrap", run.stdout)
+    assert found, run.stdout
+    median, low, high, ahead, lo, hi = (float(found.group(i)) for i in (1, 2, 3, 4, 5, 6))
+    assert abs(median - paired[1]) < 0.0015 and abs(low - paired[0]) < 0.0015 and abs(high - paired[2]) < 0.0015
+    assert ahead == sum(r > 1.0 for r in paired), run.stdout
+    assert paired[0] - 0.0015 <= lo <= median + 0.0015 <= hi + 0.003 <= paired[2] + 0.0045, run.stdout
 
 
 def test_fixed_work_pairs_run_each_in_a_new_process_and_print_pair_by_pair() -> None:
