@@ -119,7 +119,14 @@ class KafkaSpoutConfig:
     ``^``) matched against every topic, including ones created later.
     ``max_uncommitted_offsets``: polling of a task stops while this many offsets wait behind
     its commit point (un-acked or not yet committable), retries still go out.
-    ``poll_timeout_ms``: how long one empty poll may block the executor thread.
+    ``poll_timeout_ms``: how long one poll may wait for records while nothing of this task is in
+    flight; with tuples in flight it never waits (their acks, and the bolts of an executor loop,
+    wait on the same thread). 1 ms where storm-kafka-client waits 200: ``stormpy local`` and
+    workers run a process's executors on one loop thread, where a spout's wait holds up every
+    other executor, and a step that waits more than 50 ms moves the spout to a thread of its own
+    (with a warning). Between empty polls the executor sleeps
+    ``topology.sleep.spout.wait.strategy.time.ms``; librdkafka fetches in its own threads, so a
+    poll that does not wait still finds what arrived.
     """
 
     bootstrap_servers: str
@@ -131,7 +138,7 @@ class KafkaSpoutConfig:
     offset_commit_period_ms: int = 30_000
     record_translator: Any = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    poll_timeout_ms: int = 200
+    poll_timeout_ms: int = 1
     max_poll_records: int = 500
     kafka_conf: Mapping[str, Any] = field(default_factory=dict)
 
