@@ -62,3 +62,45 @@ def test_bad_arguments_are_one_clear_error() -> None:
         OpaqueKafkaSpout("localhost:9092", ["t"], max_batch_size=0)
     with pytest.raises(ValueError, match="topics must be"):
         OpaqueKafkaSpout("localhost:9092", [])
+
+
+def test_a_new_batch_waits_a_millisecond_for_its_first_record_and_a_replay_for_all_of_its_own(
+        kafka_cluster: Any, kafka_names: Any) -> None:
+    """The emitter runs on the executor loop: a new batch that waited 50 ms per partition for
+    records held up the process's other executors and moved the spout to a thread of its own
+    (the Kafka Trident word count at a quarter of its speed). A replay must wait: it re-emits
+    exactly its records."""
+    from stormpy.kafka import OpaqueKafkaSpout
+
+    waits: list[float] = []
+
+    class Recorded:
+        def __init__(self, reader: Any) -> None:
+            self.reader = reader
+
+        def consume(self, num: int, timeout: float) -> Any:
+            waits.append(timeout)
+            return self.reader.consume(num, timeout=timeout)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.reader, name)
+
+    class RecordedSpout(OpaqueKafkaSpout):
+        def _reader(self, partition: str, start: int) -> Any:
+            return Recorded(super()._reader(partition, start))
+
+    topic, _ = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"r-{i}".encode() for i in range(40)], partition=0)
+    spout = RecordedSpout(kafka_cluster.bootstrap_servers, [topic])
+    spout.initialize({}, None)
+    try:
+        partition, got = f"{topic}:0", []
+        wait_until(lambda: got.extend(spout._read(partition, len(got), None)) or len(got) >= 40, 30,
+                   "the 40 records read by new batches")
+        assert [r.value() for r in got] == [f"r-{i}".encode() for i in range(40)]
+        assert waits and max(waits) <= 0.001, sorted(set(waits))
+        waits.clear()
+        replay = spout._read(partition, 10, 30)
+        assert [r.offset() for r in replay] == list(range(10, 30))
+    finally:
+        spout.close()
