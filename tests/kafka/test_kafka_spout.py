@@ -301,6 +301,7 @@ def test_a_poll_never_waits_while_tuples_are_in_flight_and_a_millisecond_when_id
     idle = {timeout for timeout, in_flight in waits if not in_flight}
     assert busy == {0} and idle == {0.001}, (sorted(busy), sorted(idle), len(waits))
 
+
 def test_cooperative_rebalancing_when_asked(kafka_cluster: Any, kafka_names: Any) -> None:
     reset()
     topic, group = kafka_names
