@@ -2,11 +2,11 @@
 
 :class:`RedisStreamSpout` (at least once): every task is one consumer of the group ``group``
 (``XREADGROUP ... >``); an entry is ``XACK``-ed when its tuple tree completes (one ``XACK`` per
-stream for the entries acked since the task's previous ``next_tuple``, or for ``batch_size`` of
-them), and a failed one is emitted again after ``retry_delay_ms``. A read never blocks while
-the task has tuples in flight (their acks wait on the same thread), and blocks at most
-``block_ms`` (10) when it has none: a process runs its executors on one loop thread, where a
-step that waits more than 50 ms moves the spout to a thread of its own.
+stream for the entries acked since the task's previous ``next_tuple``, ``batch_size`` of them or
+those of the last 100 ms), and a failed one is emitted again after ``retry_delay_ms``. A read
+never blocks while the task has tuples in flight (their acks wait on the same thread), and
+blocks at most ``block_ms`` (10) when it has none: a process runs its executors on one loop
+thread, where a step that waits more than 50 ms moves the spout to a thread of its own.
 
 Entries a consumer read and never acked (its worker was killed) stay in the group's pending
 list; every ``claim_interval_ms`` each task takes over the entries idle for more than
@@ -40,6 +40,9 @@ from stormpy.trident.runtime.spouts import OpaquePartitionedSpout
 log = logging.getLogger(__name__)
 
 DEFAULT_FIELDS = ("stream", "id", "fields")
+#: The longest a RedisStreamSpout keeps an ack unsent while acks keep coming (``flush_acks``):
+#: under backpressure or at ``topology.max.spout.pending`` no ``next_tuple`` sends them.
+ACK_DELAY_SECS = 0.1
 
 
 def _translator(value: Any) -> tuple[Callable[[str, str, dict[str, str]], list[Any] | None], tuple[str, ...]]:
@@ -68,7 +71,7 @@ class RedisStreamSpout(Spout):
             raise ValueError(f"RedisStreamSpout: url must be redis://, rediss:// or unix://, given {url!r}")
         if not group:
             raise ValueError("RedisStreamSpout: group is required (the consumer group the tasks share)")
-        for name, value in (("batch_size", batch_size), ("claim_idle_ms", claim_idle_ms),
+        for name, value in (("batch_size", batch_size), ("block_ms", block_ms), ("claim_idle_ms", claim_idle_ms),
                             ("claim_interval_ms", claim_interval_ms)):
             if int(value) <= 0:
                 raise ValueError(f"RedisStreamSpout: {name} must be positive, given {value!r}")
@@ -109,6 +112,8 @@ class RedisStreamSpout(Spout):
         self.in_flight: dict[tuple[str, str], tuple[list[Any], int]] = {}
         self.settling: set[tuple[str, str]] = set()   # skipped, acked once the error is kept
         self.acked: dict[str, list[str]] = {}   # stream -> ids acked, not yet XACK-ed (flush_acks)
+        self.kept_since = 0.0                   # when the oldest of them was acked
+        self.active = True
         self.retries: list[tuple[float, tuple[str, str]]] = []
         self.next_claim = 0.0
         self.claim_cursor = {s: "0-0" for s in self.streams}
@@ -123,21 +128,28 @@ class RedisStreamSpout(Spout):
         if client is not None:
             client.close()
 
+    def activate(self) -> None:
+        self.active = True
+
     def deactivate(self) -> None:
-        self.flush_acks()   # next_tuple, which sends them, is not called while inactive
+        self.active = False   # next_tuple, which sends kept acks, is not called now: ack sends them
+        try:
+            self.flush_acks()
+        except Exception as exc:   # noqa: BLE001 - kept: sent by the next ack or flush, or claimed again
+            log.warning("RedisStreamSpout %s: acks not sent on deactivate: %s", self.consumer, exc)
 
     def flush_acks(self) -> None:
-        """Send the acks kept since the last call, one ``XACK`` per stream.
+        """Send the kept acks, one ``XACK`` per stream; a stream's ids are forgotten once sent.
 
         Why: an ``XACK`` per tuple is a round trip per tuple on the executor's thread; the word
-        count over a stream acked 4,700-5,500 entries/s that way, and its
-        steps waited long enough on the socket to move the spout off the executor loop. Kept
-        acks are at most one ``next_tuple`` (or ``batch_size`` acks) old, far below
-        ``claim_idle_ms``, so no entry acked here is claimed back; a crash before the flush
-        leaves them pending, and they are claimed and emitted again (at least once)."""
-        acked, self.acked = self.acked, {}
-        for stream, ids in acked.items():
-            self.client.xack(stream, self.group, *ids)
+        count over a stream acked 4,700-5,500 entries/s that way, and its steps waited long
+        enough on the socket to move the spout off the executor loop. Acks are kept until the
+        next ``next_tuple``, ``batch_size`` of them, or ``ACK_DELAY_SECS`` (``ack`` checks; while
+        inactive it sends at once), far below ``claim_idle_ms``; a crash before they are sent
+        leaves the entries pending, to be claimed and emitted again (at least once)."""
+        for stream in list(self.acked):
+            self.client.xack(stream, self.group, *self.acked[stream])
+            del self.acked[stream]
 
     def next_tuple(self) -> None:
         if self.acked:
@@ -170,7 +182,7 @@ class RedisStreamSpout(Spout):
                     then=functools.partial(self._skipped, key))
                 return
             if values is None:
-                self.client.xack(stream, self.group, entry_id)
+                self._keep_ack(stream, entry_id)   # nothing to emit: done
                 return
             self.in_flight[key] = (values, 0)
             self.emit(values, tup_id=key)
@@ -202,10 +214,17 @@ class RedisStreamSpout(Spout):
 
     def ack(self, tup_id: Any) -> None:
         if self.in_flight.pop(tup_id, None) is not None:
-            kept = self.acked.setdefault(tup_id[0], [])
-            kept.append(tup_id[1])
-            if len(kept) >= self.batch_size:
-                self.flush_acks()
+            self._keep_ack(tup_id[0], tup_id[1])
+
+    def _keep_ack(self, stream: str, entry_id: str) -> None:
+        """Keep an ack for the next ``XACK`` of its stream (see ``flush_acks``)."""
+        now = time.monotonic()
+        if not self.acked:
+            self.kept_since = now
+        kept = self.acked.setdefault(stream, [])
+        kept.append(entry_id)
+        if len(kept) >= self.batch_size or not self.active or now - self.kept_since >= ACK_DELAY_SECS:
+            self.flush_acks()
 
     def fail(self, tup_id: Any) -> None:
         entry = self.in_flight.get(tup_id)
