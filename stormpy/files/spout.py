@@ -226,7 +226,9 @@ class DirectorySpout(Spout):
             return
         if self.current is None:
             if now < self.next_scan:
-                time.sleep(0.005)
+                # No sleep here: a next_tuple that emits nothing makes the executor wait
+                # (``topology.sleep.spout.wait.strategy.time.ms``), and in an executor loop a sleep
+                # would hold up every other executor of the process (5 ms per idle step, it was).
                 return
             if not self._open_next():
                 self.next_scan = now + self.poll_interval

@@ -113,3 +113,30 @@ def test_a_dead_owners_file_is_taken_over_at_its_progress(tmp_path: Path) -> Non
 def test_bad_arguments_are_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="lock_timeout_secs must be positive"):
         DirectorySpout(tmp_path, lock_timeout_secs=0)
+
+
+def test_an_idle_next_tuple_returns_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between directory scans next_tuple emits nothing and returns: the executor does the
+    waiting (``topology.sleep.spout.wait.strategy.time.ms``). A sleep in next_tuple held up
+    every other executor of the process's executor loop (5 ms per idle step, it was)."""
+    import stormpy.files.spout as files_spout
+
+    me, real_sleep, slept = threading.current_thread(), time.sleep, []
+
+    def sleep(secs: float) -> None:
+        if threading.current_thread() is me:
+            slept.append(secs)
+        real_sleep(secs)
+
+    monkeypatch.setattr(files_spout.time, "sleep", sleep)
+    spout = DirectorySpout(tmp_path, poll_interval_secs=60)
+    emitted: list[Any] = []
+    spout.emit = lambda values, **kw: emitted.append(values)   # type: ignore[method-assign]
+    spout.initialize({}, None)
+    for _ in range(20):
+        spout.next_tuple()   # the first scans the empty directory; the rest are before the next scan
+    assert not emitted and not slept, slept
+    write(tmp_path / "one.txt", ["a line"])
+    spout.next_scan = 0.0
+    spout.next_tuple()
+    assert emitted == [["a line"]] and not slept
