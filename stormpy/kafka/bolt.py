@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from stormpy.api.component import Bolt
+from stormpy.kafka.config import new_client
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class KafkaBolt(Bolt):
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True,
                                 "acks": "all", "linger.ms": 5, "log_level": 4}
         conf.update(self.kafka_conf)
-        self.producer = Producer(conf, logger=logging.getLogger("stormpy.kafka.librdkafka"))
+        self.producer = new_client(Producer, conf)
         self.waiting = 0
 
     def process(self, tup: Any) -> None:

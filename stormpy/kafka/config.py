@@ -9,10 +9,27 @@ fetch sizes), so a production cluster needs no code here.
 from __future__ import annotations
 
 import enum
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from stormpy.task.runtime import process_affinity
+
+
+def new_client(kind: Callable[..., Any], conf: Mapping[str, Any]) -> Any:
+    """A librdkafka client (``confluent_kafka.Consumer`` or ``Producer``) whose threads may run on
+    every core of the process.
+
+    Why: librdkafka fetches, produces, compresses and decompresses on threads of its own (a
+    main thread and one per broker), started when the client is made, and a new thread inherits
+    the mask of the thread that starts it. ``stormpy local`` and pinned workers keep their
+    executor threads on one core (``runtime.choose_cpu``, ``slot_cpu``): a client made there put
+    all of its threads on that core too, beside the executor loop, while the other core idled.
+    The Trident Kafka spout holds a consumer per partition (four threads or more each)."""
+    with process_affinity():
+        return kind(dict(conf), logger=logging.getLogger("stormpy.kafka.librdkafka"))
 
 
 class FirstPollOffsetStrategy(str, enum.Enum):

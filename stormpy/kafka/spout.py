@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy.config import TOPOLOGY_NAME
-from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee
+from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, new_client
 from stormpy.api.component import Spout
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class KafkaSpout(Spout):
         self.closing = False
         self.callback_error: Exception | None = None   # raised by next_tuple after librdkafka returned
         self.cooperative = "cooperative" in str(cfg.kafka_conf.get("partition.assignment.strategy", ""))
-        self.consumer = Consumer(cfg.consumer_conf(), logger=logging.getLogger("stormpy.kafka.librdkafka"))
+        self.consumer = new_client(Consumer, cfg.consumer_conf())
         self.consumer.subscribe(cfg.subscription(), on_assign=self._on_assign, on_revoke=self._on_revoke,
                                 on_lost=self._on_lost)
         log.info("KafkaSpout task %s joined group %s for %s (%s, %s)", getattr(context, "task_id", "?"),

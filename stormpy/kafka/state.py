@@ -25,6 +25,7 @@ from typing import Any
 
 from stormpy import config as cfg
 from stormpy.kafka.bolt import FieldNameMapper, _to_bytes
+from stormpy.kafka.config import new_client
 from stormpy.trident.state.contract import State, StateFactory, StateUpdater
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class KafkaState(State):
         self.transactional = factory.transactional
         if self.transactional:
             producer_conf["transactional.id"] = f"{factory.transactional_id_prefix}-{name}-{partition}"
-        self.producer = Producer(producer_conf, logger=logging.getLogger("stormpy.kafka.librdkafka"))
+        self.producer = new_client(Producer, producer_conf)
         if self.transactional:
             self.producer.init_transactions(30)   # fences a dead worker's producer, aborts its open batch
         self.txstate = getattr(context, "transactional_state", None)

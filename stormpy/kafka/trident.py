@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stormpy.kafka.config import FirstPollOffsetStrategy, RecordTranslator, _enum, make_translator
+from stormpy.kafka.config import FirstPollOffsetStrategy, RecordTranslator, _enum, make_translator, new_client
 from stormpy.trident.runtime.spouts import OpaquePartitionedSpout, PartitionedSpout
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class _KafkaTridentSpout:
         """Every partition of the topics, as ``"topic:partition"`` (':' never occurs in a topic name)."""
         from confluent_kafka import Consumer
 
-        probe = Consumer(self._conf(), logger=logging.getLogger("stormpy.kafka.librdkafka"))
+        probe = new_client(Consumer, self._conf())
         try:
             if isinstance(self.topics, re.Pattern):
                 metadata = probe.list_topics(timeout=30)
@@ -125,7 +125,7 @@ class _KafkaTridentSpout:
         topic, number = partition.rsplit(":", 1)
         reader = self.readers.get(partition)
         if reader is None:
-            reader = Consumer(self._conf(), logger=logging.getLogger("stormpy.kafka.librdkafka"))
+            reader = new_client(Consumer, self._conf())
             self.readers[partition] = reader
             self.positions[partition] = -1
         if self.positions[partition] != start:
@@ -139,7 +139,7 @@ class _KafkaTridentSpout:
         topic, number = partition.rsplit(":", 1)
         reader = self.readers.get(partition)
         if reader is None:
-            reader = Consumer(self._conf(), logger=logging.getLogger("stormpy.kafka.librdkafka"))
+            reader = new_client(Consumer, self._conf())
             self.readers[partition] = reader
             self.positions[partition] = -1
         low, high = reader.get_watermark_offsets(TopicPartition(topic, int(number)), timeout=30)
@@ -161,11 +161,13 @@ class _KafkaTridentSpout:
             for record in records:
                 if record.error() is not None:
                     log.warning("%s: reading %s: %s", type(self).__name__, partition, record.error())
-                elif record.offset() < expected:
+                    continue
+                offset = record.offset()   # a C call each: once per record
+                if offset < expected:
                     continue   # fetched for an earlier position: never read a record twice in a batch
-                elif end is None or record.offset() < end:
+                if end is None or offset < end:
                     got.append(record)
-                    expected = record.offset() + 1
+                    expected = offset + 1
                     fresh += 1
             if not fresh and (end is None or time.monotonic() > deadline):
                 break

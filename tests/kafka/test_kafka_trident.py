@@ -3,7 +3,9 @@ exact Trident word counts in SqliteMapState, with records arriving while the top
 an undecodable record skipped."""
 from __future__ import annotations
 
+import os
 import random
+import threading
 import sys
 import time
 from collections import Counter
@@ -104,3 +106,46 @@ def test_a_new_batch_waits_a_millisecond_for_its_first_record_and_a_replay_for_a
         assert [r.offset() for r in replay] == list(range(10, 30))
     finally:
         spout.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="skipped: needs Linux CPU affinity and two CPUs")
+def test_librdkafka_threads_may_run_on_every_core_when_made_on_a_pinned_thread(kafka_cluster: Any,
+                                                                                kafka_names: Any) -> None:
+    """An executor thread of ``stormpy local`` (or a pinned worker) runs on one core; the
+    consumers and producers made there must not put librdkafka's threads on that core too."""
+    from stormpy.kafka import KafkaBolt
+    from stormpy.trident import OpaqueKafkaSpout
+
+    topic, _ = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [b"one record"])
+    every = os.sched_getaffinity(os.getpid())
+    made: list[Any] = []
+
+    def rdk_threads() -> dict[int, set[int]]:
+        found = {}
+        for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+            if Path(f"/proc/{os.getpid()}/task/{tid}/comm").read_text().startswith("rdk:"):
+                found[int(tid)] = os.sched_getaffinity(int(tid))
+        return found
+
+    before = rdk_threads()
+
+    def pinned() -> None:
+        os.sched_setaffinity(0, {min(every)})
+        spout = OpaqueKafkaSpout(kafka_cluster.bootstrap_servers, [topic])
+        spout.initialize({}, None)
+        spout._read(f"{topic}:0", 0, None)
+        bolt = KafkaBolt(kafka_cluster.bootstrap_servers, topic)
+        bolt.initialize({}, None)
+        made.extend([spout, bolt])
+
+    thread = threading.Thread(target=pinned)
+    thread.start()
+    thread.join()
+    try:
+        new = {tid: mask for tid, mask in rdk_threads().items() if tid not in before}
+        assert len(new) >= 2 and all(mask == every for mask in new.values()), new
+    finally:
+        made[0].close()
+        made[1].close()
