@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stormpy.config import TOPOLOGY_NAME
+from stormpy.streams import DEFAULT_STREAM
 from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, new_client
 from stormpy.api.component import Spout
 
@@ -280,7 +281,7 @@ class KafkaSpout(Spout):
             _, msg_id = heapq.heappop(self.retries)
             entry = self.in_flight.get(msg_id)
             if entry is not None:
-                self.emit(entry[0], tup_id=msg_id, stream=entry[1])
+                self.emit(entry[0], tup_id=msg_id, stream=None if entry[1] == DEFAULT_STREAM else entry[1])
             return
         if not self.buffer:
             self._poll()
@@ -349,13 +350,17 @@ class KafkaSpout(Spout):
             progress.done(record.offset())   # the translator filtered it out
             return
         stream = self.translator.stream
+        # The default stream is not named: an emit naming any stream takes the engine's general
+        # path (about 1 us more a tuple than the spout's fast emit, benchmarks.md "Kafka: what the
+        # read costs").
+        named = None if stream == DEFAULT_STREAM else stream
         if self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
-            msg_id = (record.topic(), record.partition(), record.offset(), generation)
+            msg_id = (key[0], key[1], record.offset(), generation)
             self.in_flight[msg_id] = (values, stream, 0)
-            self.emit(values, tup_id=msg_id, stream=stream)
+            self.emit(values, tup_id=msg_id, stream=named)
         else:
             progress.done(record.offset())
-            self.emit(values, stream=stream)
+            self.emit(values, stream=named)
 
     # ------------------------------------------------------------ acker answers
     def ack(self, tup_id: Any) -> None:

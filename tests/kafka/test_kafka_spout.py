@@ -302,6 +302,33 @@ def test_a_poll_never_waits_while_tuples_are_in_flight_and_a_millisecond_when_id
     assert busy == {0} and idle == {0.001}, (sorted(busy), sorted(idle), len(waits))
 
 
+def test_a_translator_on_a_named_stream_emits_and_replays_there(kafka_cluster: Any, kafka_names: Any) -> None:
+    """The default stream is emitted unnamed (the engine's fast emit); a translator's own stream
+    is named on the first emit and on a replay."""
+    from stormpy.kafka.config import RecordTranslator
+
+    class OnRecords(RecordTranslator):
+        stream = "records"
+
+    reset()
+    topic, group = kafka_names
+    produce(kafka_cluster.bootstrap_servers, topic, [f"r-{i}".encode() for i in range(40)])
+    config = KafkaSpoutConfig(bootstrap_servers=kafka_cluster.bootstrap_servers, topics=[topic], group_id=group,
+                              record_translator=OnRecords(), retry=RetryPolicy(initial_delay_ms=50, delay_period_ms=10))
+
+    class Named(Topology):
+        spout = KafkaSpout(config).spec(par=1)
+        sink = FlakyRecorder.spec(inputs=[spout["records"]], par=1)
+
+    local = LocalTopology(Named, "kafka-named-stream", user_overrides={"topology.message.timeout.secs": 30}).start()
+    try:
+        wait_until(lambda: len(done_offsets()) == 40, 60, "40 records acked on the named stream")
+    finally:
+        local.stop(drain_secs=2)
+    assert FAILED_ONCE and all(n == 1 for n in SEEN.values()), (FAILED_ONCE, SEEN)
+    assert sorted(VALUES.values()) == sorted(f"r-{i}" for i in range(40))
+
+
 def test_cooperative_rebalancing_when_asked(kafka_cluster: Any, kafka_names: Any) -> None:
     reset()
     topic, group = kafka_names
