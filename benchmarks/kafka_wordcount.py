@@ -127,6 +127,8 @@ def run_core(spout: Any, n: int) -> float:
         while spout_acked(local) == 0:   # a consumer group join is set-up, not throughput
             time.sleep(0.01)
         t0, first = time.perf_counter(), spout_acked(local)
+        if first >= n:
+            raise SystemExit(f"all {n:,} records were acked at the first look: too few --records to time")
         while (done := spout_acked(local)) < n:
             time.sleep(0.02)
         return (done - first) / (time.perf_counter() - t0)
@@ -263,6 +265,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--batch", type=int, default=2000, help="Trident records per partition per batch")
     parser.add_argument("--runs", type=int, default=3, help="runs of each topology (medians are printed)")
     args = parser.parse_args(argv)
+    if args.runs < 1 or args.records < 1 or args.batch < 1:
+        parser.error("--runs, --records and --batch must be positive")
     logging.basicConfig(level=logging.WARNING)
     n = args.records
     lines = records(n)

@@ -183,13 +183,19 @@ def process_affinity() -> Iterator[None]:
         yield
         return
     try:
+        # the process's mask is its main thread's (pid): stormpy pins executor and transport
+        # threads, never the main thread
         mine, process = os.sched_getaffinity(0), os.sched_getaffinity(os.getpid())
     except OSError:
         yield
         return
     widened = mine != process
     if widened:
-        os.sched_setaffinity(0, process)
+        try:
+            os.sched_setaffinity(0, process)
+        except OSError as exc:   # a restricted container: the child shares this thread's cores
+            log.debug("runtime: cannot widen this thread's CPUs for a child: %s", exc)
+            widened = False
     try:
         yield
     finally:

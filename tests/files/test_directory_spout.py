@@ -139,4 +139,5 @@ def test_an_idle_next_tuple_returns_at_once(tmp_path: Path, monkeypatch: pytest.
     write(tmp_path / "one.txt", ["a line"])
     spout.next_scan = 0.0
     spout.next_tuple()
+    spout.close()
     assert emitted == [["a line"]] and not slept

@@ -113,10 +113,27 @@ def test_a_batch_of_the_default_translator_emits_what_its_apply_gives(encoding: 
     """The Trident spouts translate a batch of the default ``RecordTranslator`` inline (its
     topic and partition once): the values must be ``apply``'s, and an undecodable record is
     skipped and the batch goes on."""
-    from confluent_kafka import Message
-
     from stormpy.kafka.config import RecordTranslator
     from stormpy.trident import OpaqueKafkaSpout
+
+    class Message:   # confluent-kafka makes Message objects in Python only from 2.13; the extra allows 2.3
+        def __init__(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+            self._fields = (topic, partition, offset, key, value)
+
+        def topic(self) -> str:
+            return self._fields[0]
+
+        def partition(self) -> int:
+            return self._fields[1]
+
+        def offset(self) -> int:
+            return self._fields[2]
+
+        def key(self) -> bytes | None:
+            return self._fields[3]
+
+        def value(self) -> bytes | None:
+            return self._fields[4]
 
     records = [Message(topic="t", partition=3, offset=7 + i, key=key, value=value)
                for i, (key, value) in enumerate([(None, b"one"), (b"k", b"two"), (b"k2", None),
@@ -170,21 +187,29 @@ def test_librdkafka_threads_may_run_on_every_core_when_made_on_a_pinned_thread(k
 
     before = rdk_threads()
 
+    failed: list[BaseException] = []
+
     def pinned() -> None:
-        os.sched_setaffinity(0, {min(every)})
-        spout = OpaqueKafkaSpout(kafka_cluster.bootstrap_servers, [topic])
-        spout.initialize({}, None)
-        spout._read(f"{topic}:0", 0, None)
-        bolt = KafkaBolt(kafka_cluster.bootstrap_servers, topic)
-        bolt.initialize({}, None)
-        made.extend([spout, bolt])
+        try:
+            os.sched_setaffinity(0, {min(every)})
+            spout = OpaqueKafkaSpout(kafka_cluster.bootstrap_servers, [topic])
+            made.append(spout)
+            spout.initialize({}, None)
+            spout._read(f"{topic}:0", 0, None)
+            bolt = KafkaBolt(kafka_cluster.bootstrap_servers, topic)
+            made.append(bolt)
+            bolt.initialize({}, None)
+        except BaseException as exc:  # noqa: BLE001 - raised again on the test's thread
+            failed.append(exc)
 
     thread = threading.Thread(target=pinned)
     thread.start()
     thread.join()
     try:
+        if failed:
+            raise failed[0]
         new = {tid: mask for tid, mask in rdk_threads().items() if tid not in before}
         assert len(new) >= 2 and all(mask == every for mask in new.values()), new
     finally:
-        made[0].close()
-        made[1].close()
+        for client in made:
+            client.close()
