@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 
 # Types msgpack encodes natively; checked with ``type(v) in SCALARS`` on the hot path.
 SCALARS = frozenset({str, int, float, bool, type(None), bytes})
-_INT_MIN = -(2**63)
-_INT_MAX = 2**64 - 1
+#: The integers msgpack carries (int64 and uint64); the emit paths check ints against these inline.
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
 
 
 class SerializationError(TypeError):
@@ -104,7 +105,7 @@ class Serialization:
         """Recursive check of one value (the slow path of :meth:`check_values`)."""
         t = type(value)
         if t is int:
-            if not _INT_MIN <= value <= _INT_MAX:
+            if not INT_MIN <= value <= INT_MAX:
                 raise SerializationError(f"integer {value} does not fit in 64 bits")
             return
         if t in SCALARS:

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from stormpy.serialization import INT_MAX, INT_MIN
 from stormpy.streams import ACK_ACK, ACK_FAIL, ACK_INIT, DEFAULT_STREAM
 from stormpy.task.runs import Runs, add_pending
 
@@ -116,7 +117,7 @@ def _reseed_ids() -> None:
 
 
 os.register_at_fork(after_in_child=_reseed_ids)
-# Value types the short path accepts without a call; ints need a range check.
+# Value types the short path accepts without a call; an int is checked against INT_MIN and INT_MAX inline.
 _FAST_TYPES = frozenset({str, float, bool, type(None), bytes})
 #: Shared values tuples of one-field streams holding a short ``str`` (``new_row`` on the emitting
 #: side, ``drivers._share`` on the receiving side): strings up to this long, this many per cache.
@@ -653,7 +654,7 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
     select, counter, check_value, ticks, rows = route.select, route.counter, route.check_value, route.ticks, route.rows
     nfields, one_field, key_index, key_cache = route.num_fields, route.num_fields == 1, route.key_index, route.key_cache
     tid, trees, fast_types, getrandbits, monotonic = task.task_id, task.trees, _FAST_TYPES, _getrandbits, time.monotonic
-    outbox = trees.outbox
+    outbox, lo, hi = trees.outbox, INT_MIN, INT_MAX   # lo, hi: the ints msgpack carries
     boxes, new_box, send_full, batch_size = outbox.boxes, outbox.new_box, outbox.send_full, outbox.batch_size
     num_ackers, all_inits, max_inits, send_inits = trees.num_ackers, trees.inits, trees.max_inits, trees.send_inits
     root_shift, c_mult, c_home = 64 - trees.root_bits, trees.root_mult, trees.root_home   # compiled: C integers
@@ -665,11 +666,11 @@ def fast_spout_emit(task: SpoutTask, route: FastRoute, place: Place, general: Em
                 or type(values) is not list or len(values) != nfields):
             return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
         if one_field:   # one value: no iterator (a third of the check's cost)
-            if type(values[0]) is not str and type(values[0]) not in fast_types:
+            if (t := type(values[0])) is not str and t not in fast_types and not (t is int and lo <= values[0] <= hi):
                 check_value(values[0])
         else:
-            for value in values:
-                if type(value) not in fast_types:
+            for value in values:   # an int in range: two comparisons, not a call (see _FAST_TYPES)
+                if type(value) not in fast_types and not (type(value) is int and lo <= value <= hi):
                     check_value(value)
         if rows is not None and type(values[0]) is str:   # see new_row
             targets, values = rows.get(values[0]) or new_row(route, values)
@@ -715,7 +716,7 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
                    compiled=cython.bint)
     select, counter, check_value, ticks, rows = route.select, route.counter, route.check_value, route.ticks, route.rows
     nfields, one_field, key_index, key_cache = route.num_fields, route.num_fields == 1, route.key_index, route.key_cache
-    fast_types, tid, hand = _FAST_TYPES, task.task_id, task.hand
+    fast_types, tid, hand, lo, hi = _FAST_TYPES, task.task_id, task.hand, INT_MIN, INT_MAX   # lo, hi: see above
     outbox = task.trees.outbox
     boxes, new_box, send_full, batch_size = outbox.boxes, outbox.new_box, outbox.send_full, outbox.batch_size
     getrandbits, compiled = _getrandbits, cython.compiled   # interpreted, closure variables are read faster
@@ -730,11 +731,11 @@ def fast_bolt_emit(task: BoltTask, route: FastRoute, place: Place, general: Emit
         if len(row) != nfields:
             return general(values, tup_id, stream, anchors, direct_task, need_task_ids)
         if one_field:   # one value: no iterator (a third of the check's cost)
-            if type(row[0]) is not str and type(row[0]) not in fast_types:
+            if (t := type(row[0])) is not str and t not in fast_types and not (t is int and lo <= row[0] <= hi):
                 check_value(row[0])
         else:
-            for value in row:
-                if type(value) not in fast_types:
+            for value in row:   # an int in range: two comparisons, not a call (see _FAST_TYPES)
+                if type(value) not in fast_types and not (type(value) is int and lo <= value <= hi):
                     check_value(value)
         if rows is not None and type(row[0]) is str:   # see new_row
             targets, values = rows.get(row[0]) or new_row(route, values)

@@ -10,6 +10,7 @@ import msgpack
 
 from stormpy import BatchingBolt, Bolt, Grouping, Spout, Stream, TicklessBatchingBolt, Topology
 from stormpy.testing import complete_topology
+from stormpy.serialization import INT_MAX, INT_MIN
 from stormpy.thrift import deserialize, serialize, storm
 
 STATE: dict[str, Any] = {}
@@ -297,6 +298,55 @@ def test_unserializable_value_is_a_reported_error_naming_its_type(local_topology
     waiter(lambda: local.reporter.errors.get("maker"), 20, "the serialization error report")
     assert "Opaque" in local.reporter.errors["maker"][0][2]
     assert STATE["got"]["things"] == []
+
+
+def edge_int(n: int) -> int:
+    """The msgpack integer limits for n < 2, one past them for n == 2 and 3."""
+    return (INT_MIN, INT_MAX, INT_MAX + 1, INT_MIN - 1)[n]
+
+
+class EdgeOne(Bolt):
+    outputs = ["edge"]
+
+    def process(self, tup: Any) -> None:
+        self.emit([edge_int(tup.values.n)])
+
+
+class EdgePair(Bolt):
+    outputs = ["word", "edge"]
+
+    def process(self, tup: Any) -> None:
+        self.emit(["w", edge_int(tup.values.n)])
+
+
+class EdgeSink(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup: Any) -> None:
+        record(tup.component, tup.values.edge)
+
+
+class EdgeTopology(Topology):
+    spout = CountingSpout.spec()
+    one = EdgeOne.spec(inputs=[spout])
+    pair = EdgePair.spec(inputs=[spout])
+    sink = EdgeSink.spec(inputs=[one, pair])
+
+
+def test_ints_travel_to_the_msgpack_limits_and_one_past_is_a_reported_error(local_topology: Any,
+                                                                          waiter: Any) -> None:
+    """The emits check an int against the limits inline (one value, and one of several), not
+    through the serializer's call: the limits travel, one past them is the component's error."""
+    reset(count=4)
+    local = local_topology(EdgeTopology, **{"topology.task.restart.backoff.secs": 0.1,
+                                            "topology.message.timeout.secs": 60})
+    for bolt in ("one", "pair"):
+        waiter(lambda: len(local.reporter.errors.get(bolt, [])) >= 2, 30, f"{bolt}: two integer errors reported")
+        # a set: the crashes on 2 and 3 may replay 0 and 1 as well (at least once)
+        waiter(lambda: set(STATE["got"][bolt]) == {INT_MIN, INT_MAX}, 30, f"{bolt}: the limits received")
+        texts = [text for _t, _task, text in local.reporter.errors[bolt]]
+        assert all("does not fit in 64 bits" in t for t in texts), texts
+    assert set(STATE["got"]["one"]) == set(STATE["got"]["pair"]) == {INT_MIN, INT_MAX}, "one past a limit never travels"
 
 
 def test_registered_serializer_lets_the_value_through(local_topology: Any, waiter: Any) -> None:
