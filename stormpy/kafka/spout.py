@@ -33,10 +33,10 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from stormpy.config import TOPOLOGY_NAME
-from stormpy.streams import DEFAULT_STREAM
-from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, new_client
 from stormpy.api.component import Spout
+from stormpy.config import TOPOLOGY_NAME
+from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, new_client
+from stormpy.streams import DEFAULT_STREAM
 
 log = logging.getLogger(__name__)
 
@@ -112,12 +112,18 @@ class KafkaSpout(Spout):
         cfg = self.spout_config
         self.guarantee = cfg.processing_guarantee
         self.translator = cfg.record_translator
+        # The default stream is emitted unnamed: an emit naming any stream takes the engine's
+        # general path (about 1 us more a tuple than the spout's fast emit, benchmarks.md "Kafka:
+        # what the read costs").
+        self.stream = self.translator.stream
+        self.emit_stream = None if self.stream == DEFAULT_STREAM else self.stream
         self.topology_id = getattr(context, "topology_id", "") or stormconf.get(TOPOLOGY_NAME.name, "")
         self.commit_metadata = json.dumps({"topologyId": self.topology_id,
                                            "taskId": getattr(context, "task_id", 0)})
         self.parts: dict[TopicPart, PartitionProgress] = {}
         self.generation = 0
-        self.buffer: deque[tuple[Any, int]] = deque()     # (record, generation) polled, not emitted yet
+        # (record, its partition, its offset, generation) polled, not emitted yet
+        self.buffer: deque[tuple[Any, TopicPart, int, int]] = deque()
         self.in_flight: dict[MessageId, tuple[list[Any], str, int]] = {}   # id -> (values, stream, failures)
         self.retries: list[tuple[float, MessageId]] = []   # heap of (due, id)
         self.paused = False
@@ -235,7 +241,7 @@ class KafkaSpout(Spout):
     def _forget(self, gone: set[TopicPart]) -> None:
         for key in gone:
             self.parts.pop(key, None)
-        self.buffer = deque(item for item in self.buffer if (item[0].topic(), item[0].partition()) not in gone)
+        self.buffer = deque(item for item in self.buffer if item[1] not in gone)
         for msg_id in [m for m in self.in_flight if (m[0], m[1]) in gone]:
             del self.in_flight[msg_id]
         self.retries = [r for r in self.retries if (r[1][0], r[1][1]) not in gone]
@@ -286,8 +292,7 @@ class KafkaSpout(Spout):
         if not self.buffer:
             self._poll()
         if self.buffer:
-            record, generation = self.buffer.popleft()
-            self._emit_record(record, generation)
+            self._emit_record(*self.buffer.popleft())
 
     def _poll(self) -> None:
         from confluent_kafka import KafkaError
@@ -320,9 +325,10 @@ class KafkaSpout(Spout):
             progress = self.parts.get(key)
             if progress is None:
                 continue   # revoked while the poll ran
-            progress.polled(record.offset())
-            last[key] = record.offset()
-            self.buffer.append((record, progress.generation))
+            offset = record.offset()
+            progress.polled(offset)
+            last[key] = offset
+            self.buffer.append((record, key, offset, progress.generation))
         if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE and last:
             # committed before anything is emitted: a crash loses these records, never repeats them
             for key, offset in last.items():
@@ -330,37 +336,30 @@ class KafkaSpout(Spout):
                 progress.not_done.clear()
             self.commit()
 
-    def _emit_record(self, record: Any, generation: int) -> None:
-        key = (record.topic(), record.partition())
+    def _emit_record(self, record: Any, key: TopicPart, offset: int, generation: int) -> None:
         progress = self.parts.get(key)
         if progress is None or progress.generation != generation:
             return
         try:
             values = self.translator.apply(record)
         except Exception as exc:
-            text = (f"KafkaSpout: record {record.topic()}/{record.partition()}@{record.offset()} could not be "
+            text = (f"KafkaSpout: record {key[0]}/{key[1]}@{offset} could not be "
                     f"translated ({type(exc).__name__}: {exc}); skipped")
             log.warning("%s", text)
             self.metrics.incr("kafka-records-skipped")
             # done (committable) only once the error is kept: a crash before that re-reads the record
-            self._stormpy_collector.report_error(text, then=functools.partial(self._skipped, key, record.offset(),
-                                                                              generation))
+            self._stormpy_collector.report_error(text, then=functools.partial(self._skipped, key, offset, generation))
             return
         if values is None:
-            progress.done(record.offset())   # the translator filtered it out
+            progress.done(offset)   # the translator filtered it out
             return
-        stream = self.translator.stream
-        # The default stream is not named: an emit naming any stream takes the engine's general
-        # path (about 1 us more a tuple than the spout's fast emit, benchmarks.md "Kafka: what the
-        # read costs").
-        named = None if stream == DEFAULT_STREAM else stream
         if self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
-            msg_id = (key[0], key[1], record.offset(), generation)
-            self.in_flight[msg_id] = (values, stream, 0)
-            self.emit(values, tup_id=msg_id, stream=named)
+            msg_id = (key[0], key[1], offset, generation)
+            self.in_flight[msg_id] = (values, self.stream, 0)
+            self.emit(values, tup_id=msg_id, stream=self.emit_stream)
         else:
-            progress.done(record.offset())
-            self.emit(values, stream=named)
+            progress.done(offset)
+            self.emit(values, stream=self.emit_stream)
 
     # ------------------------------------------------------------ acker answers
     def ack(self, tup_id: Any) -> None:
