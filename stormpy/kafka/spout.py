@@ -35,7 +35,8 @@ from typing import Any
 
 from stormpy.api.component import Spout
 from stormpy.config import TOPOLOGY_NAME
-from stormpy.kafka.config import FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, new_client
+from stormpy.kafka.config import (FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, RecordTranslator,
+                                  new_client)
 from stormpy.streams import DEFAULT_STREAM
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ TopicPart = tuple[str, int]
 OFFSET_INVALID = -1001
 #: (topic, partition, offset, generation of the assignment that emitted it)
 MessageId = tuple[str, int, int, int]
+#: A buffered record whose values its translator's ``apply`` makes when it is emitted
+LATER = object()
 
 
 class PartitionProgress:
@@ -60,17 +63,6 @@ class PartitionProgress:
         self.committed = committed      # what this task committed or found committed (None: nothing)
         self.high: int | None = None    # one past the highest offset polled
         self.not_done: set[int] = set()
-
-    def polled(self, offset: int) -> None:
-        self.not_done.add(offset)
-        if self.high is None or offset + 1 > self.high:
-            self.high = offset + 1
-
-    def done(self, offset: int) -> bool:
-        if offset in self.not_done:
-            self.not_done.discard(offset)
-            return True
-        return False
 
     def commit_point(self) -> int | None:
         if self.not_done:
@@ -111,7 +103,13 @@ class KafkaSpout(Spout):
 
         cfg = self.spout_config
         self.guarantee = cfg.processing_guarantee
+        # read once a record: an enum member's lookup costs about 0.1 us
+        self.tracked = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+        self.at_most_once = self.guarantee is ProcessingGuarantee.AT_MOST_ONCE
         self.translator = cfg.record_translator
+        # the default translator, not a subclass or an instance whose apply was replaced: _poll
+        # makes its values inline, where it reads the record's topic, partition and offset anyway
+        self.translate_inline = type(self.translator) is RecordTranslator and "apply" not in vars(self.translator)
         # The default stream is emitted unnamed: an emit naming any stream takes the engine's
         # general path (about 1 us more a tuple than the spout's fast emit, benchmarks.md "Kafka:
         # what the read costs").
@@ -122,8 +120,9 @@ class KafkaSpout(Spout):
                                            "taskId": getattr(context, "task_id", 0)})
         self.parts: dict[TopicPart, PartitionProgress] = {}
         self.generation = 0
-        # (record, its partition, its offset, generation) polled, not emitted yet
-        self.buffer: deque[tuple[Any, TopicPart, int, int]] = deque()
+        # (record, its partition, its offset, generation, its values or LATER or its decoding
+        # error) polled, not emitted yet
+        self.buffer: deque[tuple[Any, TopicPart, int, int, Any]] = deque()
         self.in_flight: dict[MessageId, tuple[list[Any], str, int]] = {}   # id -> (values, stream, failures)
         self.retries: list[tuple[float, MessageId]] = []   # heap of (due, id)
         self.paused = False
@@ -281,7 +280,7 @@ class KafkaSpout(Spout):
     # ------------------------------------------------------------ emitting
     def next_tuple(self) -> None:
         now = time.monotonic()
-        if now - self.last_commit >= self.commit_period and self.guarantee is not ProcessingGuarantee.AT_MOST_ONCE:
+        if now - self.last_commit >= self.commit_period and not self.at_most_once:
             self.commit()
         if self.retries and self.retries[0][0] <= now:
             _, msg_id = heapq.heappop(self.retries)
@@ -291,14 +290,29 @@ class KafkaSpout(Spout):
             return
         if not self.buffer:
             self._poll()
-        if self.buffer:
-            self._emit_record(*self.buffer.popleft())
+            if not self.buffer:
+                return
+        record, key, offset, generation, values = self.buffer.popleft()
+        progress = self.parts.get(key)
+        if progress is None or progress.generation != generation:
+            return   # revoked since the poll: its new owner reads it
+        if type(values) is not list:
+            values = self._translate(record, key, offset, generation, values)
+            if values is None:
+                return
+        if self.tracked:
+            msg_id = (key[0], key[1], offset, generation)
+            self.in_flight[msg_id] = (values, self.stream, 0)
+            self.emit(values, tup_id=msg_id, stream=self.emit_stream)
+        else:
+            progress.not_done.discard(offset)
+            self.emit(values, stream=self.emit_stream)
 
     def _poll(self) -> None:
         from confluent_kafka import KafkaError
 
         limit = self.spout_config.max_uncommitted_offsets
-        over = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE and self.uncommitted() >= limit
+        over = self.tracked and self.uncommitted() >= limit
         if over != self.paused:
             assignment = self.consumer.assignment()
             if assignment:
@@ -314,33 +328,52 @@ class KafkaSpout(Spout):
             raise error
         if not records:
             return
+        # The default translator's values are made here, a record at a time, where its topic,
+        # partition and offset are read anyway; another translator's apply runs at emit (LATER).
+        encoding = self.translator.encoding if self.translate_inline else LATER
         last: dict[TopicPart, int] = {}
+        append, parts = self.buffer.append, self.parts
         for record in records:
             err = record.error()
             if err is not None:
                 if err.code() != KafkaError._PARTITION_EOF:
                     log.warning("KafkaSpout: consumer error: %s", err)
                 continue
-            key = (record.topic(), record.partition())
-            progress = self.parts.get(key)
+            topic, number = record.topic(), record.partition()
+            key = (topic, number)
+            progress = parts.get(key)
             if progress is None:
                 continue   # revoked while the poll ran
             offset = record.offset()
-            progress.polled(offset)
+            progress.not_done.add(offset)
             last[key] = offset
-            self.buffer.append((record, key, offset, progress.generation))
-        if self.guarantee is ProcessingGuarantee.AT_MOST_ONCE and last:
+            values: Any = LATER
+            if encoding is not LATER:
+                raw_key, raw_value = record.key(), record.value()
+                try:
+                    if encoding is not None:
+                        raw_key = raw_key if raw_key is None else raw_key.decode(encoding)
+                        raw_value = raw_value if raw_value is None else raw_value.decode(encoding)
+                    values = [topic, number, offset, raw_key, raw_value]
+                except Exception as exc:   # reported and skipped at its turn, by _translate
+                    values = exc
+            append((record, key, offset, progress.generation, values))
+        for key, offset in last.items():   # a poll gives a partition's records in offset order
+            progress = parts[key]
+            if progress.high is None or offset + 1 > progress.high:
+                progress.high = offset + 1
+        if self.at_most_once and last:
             # committed before anything is emitted: a crash loses these records, never repeats them
-            for key, offset in last.items():
-                progress = self.parts[key]
-                progress.not_done.clear()
+            for key in last:
+                parts[key].not_done.clear()
             self.commit()
 
-    def _emit_record(self, record: Any, key: TopicPart, offset: int, generation: int) -> None:
-        progress = self.parts.get(key)
-        if progress is None or progress.generation != generation:
-            return
+    def _translate(self, record: Any, key: TopicPart, offset: int, generation: int, values: Any) -> Any:
+        """A record's values from a translator other than the default (``LATER``), or the
+        default's decoding error (``values``); None when the record is not emitted."""
         try:
+            if values is not LATER:
+                raise values
             values = self.translator.apply(record)
         except Exception as exc:
             text = (f"KafkaSpout: record {key[0]}/{key[1]}@{offset} could not be "
@@ -349,26 +382,18 @@ class KafkaSpout(Spout):
             self.metrics.incr("kafka-records-skipped")
             # done (committable) only once the error is kept: a crash before that re-reads the record
             self._stormpy_collector.report_error(text, then=functools.partial(self._skipped, key, offset, generation))
-            return
+            return None
         if values is None:
-            progress.done(offset)   # the translator filtered it out
-            return
-        if self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE:
-            msg_id = (key[0], key[1], offset, generation)
-            self.in_flight[msg_id] = (values, self.stream, 0)
-            self.emit(values, tup_id=msg_id, stream=self.emit_stream)
-        else:
-            progress.done(offset)
-            self.emit(values, stream=self.emit_stream)
+            self.parts[key].not_done.discard(offset)   # the translator filtered it out
+        return values
 
     # ------------------------------------------------------------ acker answers
     def ack(self, tup_id: Any) -> None:
-        entry = self.in_flight.pop(tup_id, None)
-        if entry is None:
+        if self.in_flight.pop(tup_id, None) is None:
             return   # its partition was revoked: the new owner re-reads it
         progress = self.parts.get((tup_id[0], tup_id[1]))
         if progress is not None and progress.generation == tup_id[3]:
-            progress.done(tup_id[2])
+            progress.not_done.discard(tup_id[2])
 
     def fail(self, tup_id: Any) -> None:
         entry = self.in_flight.get(tup_id)
@@ -390,4 +415,4 @@ class KafkaSpout(Spout):
     def _skipped(self, key: TopicPart, offset: int, generation: int) -> None:
         progress = self.parts.get(key)
         if progress is not None and progress.generation == generation:
-            progress.done(offset)
+            progress.not_done.discard(offset)

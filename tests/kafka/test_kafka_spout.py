@@ -329,6 +329,43 @@ def test_a_translator_on_a_named_stream_emits_and_replays_there(kafka_cluster: A
     assert sorted(VALUES.values()) == sorted(f"r-{i}" for i in range(40))
 
 
+@pytest.mark.parametrize("translator", ["filter", "bytes"])
+def test_a_filtering_translator_commits_past_what_it_drops_and_encoding_none_keeps_bytes(
+        kafka_cluster: Any, kafka_names: Any, translator: str) -> None:
+    """The default translator's values are made at the poll, any other translator's at the emit:
+    a ``(function, fields)`` translator returning None for a record drops it and still lets its
+    partition commit past it; ``RecordTranslator(encoding=None)`` (the default, made at the poll)
+    emits the key and value as bytes."""
+    from stormpy.kafka.config import RecordTranslator
+
+    reset()
+    topic, group = kafka_names
+    bootstrap = kafka_cluster.bootstrap_servers
+    produce(bootstrap, topic, [f"f-{i}".encode() for i in range(40)], partition=0)
+    if translator == "filter":
+        def keep_even(record: Any) -> list[Any] | None:
+            return None if record.offset() % 2 else [record.partition(), record.offset(), record.value().decode()]
+        chosen: Any = (keep_even, ["partition", "offset", "value"])
+    else:
+        chosen = RecordTranslator(encoding=None)
+    config = KafkaSpoutConfig(bootstrap_servers=bootstrap, topics=[topic], group_id=group, offset_commit_period_ms=100,
+                              record_translator=chosen, retry=RetryPolicy(initial_delay_ms=50, delay_period_ms=10),
+                              kafka_conf=FAST_GROUP)
+    local = run(config, f"kafka-{translator}", par=1)
+    try:
+        wanted = {(0, o) for o in range(40) if translator == "bytes" or o % 2 == 0}
+        wait_until(lambda: done_offsets() == wanted, 60, f"the {len(wanted)} emitted records acked")
+        wait_until(lambda: committed_offsets(bootstrap, group, topic)[0] == 40, 30, "partition 0 committed to its end")
+    finally:
+        local.stop(drain_secs=2)
+    with LOCK:
+        values = dict(VALUES)
+    if translator == "filter":
+        assert values == {(0, o): f"f-{o}" for o in range(0, 40, 2)}
+    else:
+        assert values == {(0, o): f"f-{o}".encode() for o in range(40)}
+
+
 def test_cooperative_rebalancing_when_asked(kafka_cluster: Any, kafka_names: Any) -> None:
     reset()
     topic, group = kafka_names
