@@ -187,6 +187,15 @@ def test_the_readme_example_runs(tmp_path: Path) -> None:
     assert "no component reported an error" in result.stdout + result.stderr
 
 
+def test_ci_runs_the_readmes_test_command() -> None:
+    """README.md's second line is the test command and ``.ci/run`` "runs the same test command":
+    its last pytest line is that command with the arguments ``.ci/run`` is given."""
+    readme_test = (REPO / "README.md").read_text().splitlines()[2]
+    command = readme_test.split(" && ", 1)[1]
+    ci_lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("python3 -m pytest")]
+    assert ci_lines == [f'{command} "$@"'], (readme_test, ci_lines)
+
+
 #: Fences a page may use: run (bash), checked (yaml, mermaid by the build's diagrams), or output.
 FENCES = {"bash", "yaml", "text", "mermaid"}
 
