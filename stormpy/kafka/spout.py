@@ -35,7 +35,7 @@ from typing import Any
 
 from stormpy.api.component import Spout
 from stormpy.config import TOPOLOGY_NAME
-from stormpy.kafka.config import (FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, RecordTranslator,
+from stormpy.kafka.config import (FirstPollOffsetStrategy, KafkaSpoutConfig, ProcessingGuarantee, is_plain_default,
                                   new_client)
 from stormpy.streams import DEFAULT_STREAM
 
@@ -107,9 +107,9 @@ class KafkaSpout(Spout):
         self.tracked = self.guarantee is ProcessingGuarantee.AT_LEAST_ONCE
         self.at_most_once = self.guarantee is ProcessingGuarantee.AT_MOST_ONCE
         self.translator = cfg.record_translator
-        # the default translator, not a subclass or an instance whose apply was replaced: _poll
-        # makes its values inline, where it reads the record's topic, partition and offset anyway
-        self.translate_inline = type(self.translator) is RecordTranslator and "apply" not in vars(self.translator)
+        # the default translator as written: _poll makes its values inline, where it reads the
+        # record's topic, partition and offset anyway
+        self.translate_inline = is_plain_default(self.translator)
         # The default stream is emitted unnamed: an emit naming any stream takes the engine's
         # general path (about 1 us more a tuple than the spout's fast emit, benchmarks.md "Kafka:
         # what the read costs").
@@ -356,7 +356,7 @@ class KafkaSpout(Spout):
                         raw_value = raw_value if raw_value is None else raw_value.decode(encoding)
                     values = [topic, number, offset, raw_key, raw_value]
                 except Exception as exc:   # reported and skipped at its turn, by _translate
-                    values = exc
+                    values = exc.with_traceback(None)   # not this frame, which holds the whole poll
             append((record, key, offset, progress.generation, values))
         for key, offset in last.items():   # a poll gives a partition's records in offset order
             progress = parts[key]
@@ -371,21 +371,23 @@ class KafkaSpout(Spout):
     def _translate(self, record: Any, key: TopicPart, offset: int, generation: int, values: Any) -> Any:
         """A record's values from a translator other than the default (``LATER``), or the
         default's decoding error (``values``); None when the record is not emitted."""
+        if values is not LATER:
+            return self._skip(values, key, offset, generation)
         try:
-            if values is not LATER:
-                raise values
             values = self.translator.apply(record)
         except Exception as exc:
-            text = (f"KafkaSpout: record {key[0]}/{key[1]}@{offset} could not be "
-                    f"translated ({type(exc).__name__}: {exc}); skipped")
-            log.warning("%s", text)
-            self.metrics.incr("kafka-records-skipped")
-            # done (committable) only once the error is kept: a crash before that re-reads the record
-            self._stormpy_collector.report_error(text, then=functools.partial(self._skipped, key, offset, generation))
-            return None
+            return self._skip(exc, key, offset, generation)
         if values is None:
             self.parts[key].not_done.discard(offset)   # the translator filtered it out
         return values
+
+    def _skip(self, error: Exception, key: TopicPart, offset: int, generation: int) -> None:
+        text = (f"KafkaSpout: record {key[0]}/{key[1]}@{offset} could not be "
+                f"translated ({type(error).__name__}: {error}); skipped")
+        log.warning("%s", text)
+        self.metrics.incr("kafka-records-skipped")
+        # done (committable) only once the error is kept: a crash before that re-reads the record
+        self._stormpy_collector.report_error(text, then=functools.partial(self._skipped, key, offset, generation))
 
     # ------------------------------------------------------------ acker answers
     def ack(self, tup_id: Any) -> None:

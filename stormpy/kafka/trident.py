@@ -33,7 +33,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stormpy.kafka.config import FirstPollOffsetStrategy, RecordTranslator, _enum, make_translator, new_client
+from stormpy.kafka.config import (FirstPollOffsetStrategy, RecordTranslator, _enum, is_plain_default, make_translator,
+                                  new_client)
 from stormpy.trident.runtime.spouts import OpaquePartitionedSpout, PartitionedSpout
 
 log = logging.getLogger(__name__)
@@ -183,7 +184,7 @@ class _KafkaTridentSpout:
 
     def _emit(self, collector: Any, records: list[Any]) -> None:
         translator = self.translator
-        if type(translator) is RecordTranslator and records and not {"apply", "_decode"} & vars(translator).keys():
+        if records and is_plain_default(translator):
             self._emit_default(collector, records)
             return
         for record in records:

@@ -213,3 +213,23 @@ def test_librdkafka_threads_may_run_on_every_core_when_made_on_a_pinned_thread(k
     finally:
         for client in made:
             client.close()
+
+
+def test_only_the_default_translator_as_written_is_made_inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spouts make the values of ``is_plain_default`` translators themselves; a translator with
+    any part of its own (a subclass, ``apply`` or ``_decode`` replaced on it or on the class) must
+    have its ``apply`` called, record by record."""
+    from stormpy.kafka.config import FuncTranslator, RecordTranslator, is_plain_default
+
+    assert is_plain_default(RecordTranslator()) and is_plain_default(RecordTranslator(encoding=None))
+
+    class Sub(RecordTranslator):
+        pass
+
+    own_apply, own_decode = RecordTranslator(), RecordTranslator()
+    own_apply.apply = lambda record: None              # type: ignore[method-assign]
+    own_decode._decode = lambda raw: raw               # type: ignore[method-assign]
+    for translator in (Sub(), own_apply, own_decode, FuncTranslator(lambda r: None, ["x"])):
+        assert not is_plain_default(translator), translator
+    monkeypatch.setattr(RecordTranslator, "_decode", lambda self, raw: raw)
+    assert not is_plain_default(RecordTranslator())
