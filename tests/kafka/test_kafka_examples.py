@@ -63,3 +63,10 @@ def test_kafka_wordcount_mock_command_prints_a_bootstrap_address() -> None:
         if proc.stdin:
             proc.stdin.close()               # the holder exits when its stdin closes
         proc.wait(30)
+
+
+def test_the_spout_cost_benchmark_acks_every_record_and_prints_its_figures() -> None:
+    """benchmarks/kafka_spout_cost.py (docs/reference/benchmarks.md) at a small size: it exits
+    non-zero when the spout did not emit and ack every record it was handed."""
+    out = run([sys.executable, str(REPO / "benchmarks" / "kafka_spout_cost.py"), "--records", "1000", "--rounds", "1"])
+    assert "1,000 records" in out and "spout next_tuple + ack:" in out and "spout / bare read (min):" in out, out
