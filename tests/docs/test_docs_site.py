@@ -188,11 +188,12 @@ def test_the_readme_example_runs(tmp_path: Path) -> None:
 
 
 def test_ci_runs_the_readmes_test_command() -> None:
-    """README.md's second line is the test command and ``.ci/run`` "runs the same test command":
-    its last pytest line is that command with the arguments ``.ci/run`` is given."""
+    """README.md opens with two commands, the second the test command, and ``.ci/run`` "runs the
+    same test command": its pytest line is that command with the arguments ``.ci/run`` is given."""
     readme_test = (REPO / "README.md").read_text().splitlines()[2]
     command = readme_test.split(" && ", 1)[1]
-    ci_lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("python3 -m pytest")]
+    ci_run = (REPO / ".ci" / "run").read_text().splitlines()
+    ci_lines = [line for line in ci_run if line.startswith("python3 -m pytest")]
     assert ci_lines == [f'{command} "$@"'], (readme_test, ci_lines)
 
 
