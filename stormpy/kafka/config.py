@@ -117,15 +117,15 @@ class FuncTranslator(RecordTranslator):
         return self.func(record)
 
 
+_DEFAULT_APPLY, _DEFAULT_DECODE = RecordTranslator.apply, RecordTranslator._decode
+
+
 def is_plain_default(translator: RecordTranslator) -> bool:
     """Whether ``translator`` is the default RecordTranslator as written: not a subclass, no
     ``apply`` or ``_decode`` replaced on the instance or the class. The spouts then make its values
     inline (where they read a record's fields anyway) instead of calling ``apply`` a record."""
     return (type(translator) is RecordTranslator and not {"apply", "_decode"} & vars(translator).keys()
             and RecordTranslator.apply is _DEFAULT_APPLY and RecordTranslator._decode is _DEFAULT_DECODE)
-
-
-_DEFAULT_APPLY, _DEFAULT_DECODE = RecordTranslator.apply, RecordTranslator._decode
 
 
 def make_translator(value: Any) -> RecordTranslator:

@@ -366,6 +366,67 @@ def test_a_filtering_translator_commits_past_what_it_drops_and_encoding_none_kee
         assert values == {(0, o): f"f-{o}".encode() for o in range(40)}
 
 
+def test_the_spout_calls_a_translators_own_decode_and_keeps_no_frame_with_a_decoding_error(
+        kafka_cluster: Any, kafka_names: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the default translator as written has its values made in the poll loop: one whose
+    ``_decode`` was replaced on the instance is called. A record the default cannot decode waits
+    in the buffer as its error, without the poll's frame (which holds the whole poll)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    import stormpy.kafka.spout as kafka_spout
+    from stormpy.kafka.config import RecordTranslator
+
+    topic, group = kafka_names
+    bootstrap = kafka_cluster.bootstrap_servers
+    produce(bootstrap, topic, [b"one", b"\xff\xfe", b"three"], partition=0)
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    reader.assign([TopicPartition(topic, 0, 0)])
+    messages: list[Any] = []
+    try:
+        wait_until(lambda: messages.extend(m for m in reader.consume(10, timeout=0.5) if m.error() is None)
+                   or len(messages) >= 3, 30, "the 3 records read")
+    finally:
+        reader.close()
+
+    class Handing:   # the spout's consumer: hands it the records read above, once
+        def __init__(self) -> None:
+            self.left = list(messages)
+
+        def consume(self, n: int, timeout: float = 0) -> list[Any]:
+            out, self.left = self.left[:n], self.left[n:]
+            return out
+
+        def assignment(self) -> list[Any]:
+            return []
+
+        def subscribe(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    monkeypatch.setattr(kafka_spout, "new_client", lambda kind, conf: Handing())
+
+    def spout_with(translator: RecordTranslator) -> KafkaSpout:
+        spout = KafkaSpout(KafkaSpoutConfig(bootstrap_servers=bootstrap, topics=[topic], group_id=group,
+                                            record_translator=translator))
+        spout.initialize({}, None)
+        spout.parts[(topic, 0)] = kafka_spout.PartitionProgress(spout.generation, None)
+        return spout
+
+    own = RecordTranslator()
+    own._decode = lambda raw: None if raw is None else raw.decode("latin-1").upper()   # type: ignore[method-assign]
+    spout = spout_with(own)
+    emitted: list[list[Any]] = []
+    spout.emit = lambda values, tup_id=None, stream=None: emitted.append(values)   # type: ignore[method-assign]
+    for _ in range(3):
+        spout.next_tuple()
+    assert [values[4] for values in emitted] == ["ONE", "\xff\xfe".upper(), "THREE"]
+
+    spout = spout_with(RecordTranslator())
+    spout._poll()
+    buffered = [entry[4] for entry in spout.buffer]
+    assert buffered[0][4] == "one" and buffered[2][4] == "three"
+    assert isinstance(buffered[1], UnicodeDecodeError) and buffered[1].__traceback__ is None
+
+
 def test_cooperative_rebalancing_when_asked(kafka_cluster: Any, kafka_names: Any) -> None:
     reset()
     topic, group = kafka_names

@@ -217,8 +217,8 @@ def test_librdkafka_threads_may_run_on_every_core_when_made_on_a_pinned_thread(k
 
 def test_only_the_default_translator_as_written_is_made_inline(monkeypatch: pytest.MonkeyPatch) -> None:
     """The spouts make the values of ``is_plain_default`` translators themselves; a translator with
-    any part of its own (a subclass, ``apply`` or ``_decode`` replaced on it or on the class) must
-    have its ``apply`` called, record by record."""
+    any part of its own (a subclass, ``apply`` or ``_decode`` replaced on it or on the class) is
+    not one of them (test_kafka_spout.py checks that the spout then calls it)."""
     from stormpy.kafka.config import FuncTranslator, RecordTranslator, is_plain_default
 
     assert is_plain_default(RecordTranslator()) and is_plain_default(RecordTranslator(encoding=None))
