@@ -201,7 +201,7 @@ class ExecutorLoop:
         # replaced, never changed in place
         self.executors: list[Executor[Any]] = upstream_first(executors)
         self.idle = False
-        self.detached: list[str] = []       # names of executors moved to their own thread
+        self.detached: list[str] = []       # executors moved to their own thread, named once it runs
         self._pin = pin
         #: A worker's ThreadGuard (framework errors count toward its budget), or None.
         self.guard = guard
@@ -523,6 +523,7 @@ class ExecutorLoop:
         thread = self._new_thread(self._own_thread(executor), f"executor-{executor.name}")
         executor.thread = thread
         thread.start()
+        self.detached.append(executor.name)   # named once its thread is in place
 
     def _own_thread(self, executor: Executor[Any]) -> Callable[[], None]:
         def main() -> None:
@@ -532,7 +533,6 @@ class ExecutorLoop:
         return main
 
     def _hand_over(self, executor: Executor[Any], why: str) -> None:
-        self.detached.append(executor.name)
         log.warning("executor %s moves to a thread of its own (%s): user code that blocks would "
                     "hold up the other executors of this process", executor.name, why)
 
@@ -556,6 +556,7 @@ class ExecutorLoop:
             for other in self.executors:
                 other.thread = thread
             thread.start()
+            self.detached.append(executor.name)   # named once the others' new thread is in place
 
     def _stuck(self) -> Executor[Any] | None:
         running, mark = self._running, self._mark
