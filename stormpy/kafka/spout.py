@@ -113,8 +113,8 @@ class KafkaSpout(Spout):
         # The default stream is emitted unnamed: an emit naming any stream takes the engine's
         # general path (about 1 us more a tuple than the spout's fast emit, benchmarks.md "Kafka:
         # what the read costs").
-        self.stream = self.translator.stream
-        self.emit_stream = None if self.stream == DEFAULT_STREAM else self.stream
+        stream = self.translator.stream
+        self.emit_stream = None if stream == DEFAULT_STREAM else stream
         self.topology_id = getattr(context, "topology_id", "") or stormconf.get(TOPOLOGY_NAME.name, "")
         self.commit_metadata = json.dumps({"topologyId": self.topology_id,
                                            "taskId": getattr(context, "task_id", 0)})
@@ -123,7 +123,7 @@ class KafkaSpout(Spout):
         # (record, its partition, its offset, generation, its values or LATER or its decoding
         # error) polled, not emitted yet
         self.buffer: deque[tuple[Any, TopicPart, int, int, Any]] = deque()
-        self.in_flight: dict[MessageId, tuple[list[Any], str, int]] = {}   # id -> (values, stream, failures)
+        self.in_flight: dict[MessageId, tuple[list[Any], int]] = {}   # id -> (values, failures)
         self.retries: list[tuple[float, MessageId]] = []   # heap of (due, id)
         self.paused = False
         self.last_commit = time.monotonic()
@@ -286,7 +286,7 @@ class KafkaSpout(Spout):
             _, msg_id = heapq.heappop(self.retries)
             entry = self.in_flight.get(msg_id)
             if entry is not None:
-                self.emit(entry[0], tup_id=msg_id, stream=None if entry[1] == DEFAULT_STREAM else entry[1])
+                self.emit(entry[0], tup_id=msg_id, stream=self.emit_stream)
             return
         if not self.buffer:
             self._poll()
@@ -302,7 +302,7 @@ class KafkaSpout(Spout):
                 return
         if self.tracked:
             msg_id = (key[0], key[1], offset, generation)
-            self.in_flight[msg_id] = (values, self.stream, 0)
+            self.in_flight[msg_id] = (values, 0)
             self.emit(values, tup_id=msg_id, stream=self.emit_stream)
         else:
             progress.not_done.discard(offset)
@@ -401,11 +401,11 @@ class KafkaSpout(Spout):
         entry = self.in_flight.get(tup_id)
         if entry is None:
             return
-        values, stream, failures = entry
+        values, failures = entry
         failures += 1
         retry = self.spout_config.retry
         if retry.retry_allowed(failures):
-            self.in_flight[tup_id] = (values, stream, failures)
+            self.in_flight[tup_id] = (values, failures)
             heapq.heappush(self.retries, (time.monotonic() + retry.delay_secs(failures), tup_id))
             self.metrics.incr("kafka-retries")
             return
