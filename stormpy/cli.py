@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -195,6 +196,26 @@ def certs(kind: str, name: str | None, directory: str, hosts: tuple[str, ...], g
     else:
         path = make_cert(directory, name, (hosts or (name,)) if kind == "host" else (), groups, days or 825)
     click.echo(f"wrote {path}" + ("" if kind == "ca" else f" and {str(path)[:-4]}-key.pem"))
+
+
+@main.command("spark-archive")
+@config_options
+def spark_archive(conf: Config, user_overrides: dict[str, Any]) -> None:
+    """Record Spark's classes in a class-data-sharing archive: Spark drivers then start faster.
+
+    \b
+    Runs a small local Spark job (30-60 s) whose JVM writes the classes it loaded (about 180 MB);
+    every SparkSession stormpy starts on this host with the same storm.local.dir then maps them
+    (3-4 s instead of 5-7 s to start on 2 cores). Run it again after upgrading Java or pyspark.
+    File:   <storm.local.dir>/spark/spark-classes-<java and pyspark digest>.jsa
+    """
+    from stormpy.spark.class_archive import create_archive
+
+    click.echo("recording the classes a Spark driver loads (a local Spark job) ...")
+    started = time.monotonic()
+    path = create_archive(conf, progress=click.echo)
+    click.echo(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB) in {time.monotonic() - started:.0f} s; "
+               "Spark drivers stormpy starts with this storm.local.dir now map it")
 
 
 # ---------------------------------------------------------------- topologies

@@ -1,6 +1,7 @@
 """One long-lived SparkSession per process (a worker, or ``stormpy local``), shared by its sinks.
 
-A cold SparkSession costs 5-6 s on a small machine, so the session is created lazily on the
+A cold SparkSession costs 5-6 s on a small machine (3-4 s with the class archive ``stormpy
+spark-archive`` records, ``stormpy.spark.class_archive``), so the session is created lazily on the
 first batch and kept for the life of the process, never per batch. Sinks ``acquire_session``
 in their executor thread and ``release_session`` when they close; the last release stops the
 session, and an ``atexit`` hook stops it if the process exits with holders left (a worker
@@ -23,10 +24,12 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from stormpy import config as cfg
 from stormpy.config import ConfigError
+from stormpy.spark import class_archive
 from stormpy.task.runtime import process_affinity
 
 log = logging.getLogger(__name__)
@@ -94,8 +97,27 @@ def session_settings(conf: Mapping[str, Any]) -> SessionSettings:
     return SessionSettings(master=master, remote=None, options=options)
 
 
-def _build(settings: SessionSettings) -> Any:
-    """Create (or join) the process's SparkSession; slow on first call (JVM + SparkContext)."""
+def _build(settings: SessionSettings, conf: Mapping[str, Any]) -> tuple[Any, Path | None]:
+    """Create (or join) the process's SparkSession; slow on first call (JVM + SparkContext).
+
+    A driver started here maps the host's class archive when ``stormpy spark-archive`` recorded
+    one (``stormpy.spark.class_archive``); returns the session and the archive it started with.
+    """
+    archive = None if settings.remote else class_archive.usable_archive(conf)
+    options = class_archive.with_archive(settings.options, archive) if archive else None
+    if archive is None or options is None:
+        return _start(settings, settings.options), None
+    try:
+        return _start(settings, options), archive
+    except Exception:  # noqa: BLE001 - whatever stopped it, the session is tried once without the archive
+        log.warning("the Spark driver did not start with the class archive %s; starting it without",
+                    archive, exc_info=True)
+    session = _start(settings, settings.options)
+    class_archive.set_aside(archive)    # the driver starts without it: the archive was the trouble
+    return session, None
+
+
+def _start(settings: SessionSettings, options: Mapping[str, str]) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
@@ -105,8 +127,9 @@ def _build(settings: SessionSettings) -> Any:
                               "Spark Connect client: pip install 'pyspark[connect]'")
         builder = builder.remote(settings.remote)
     else:
+        assert settings.master is not None    # session_settings gives a master or a remote
         builder = builder.master(settings.master)
-    for key, value in settings.options.items():
+    for key, value in options.items():
         builder = builder.config(key, value)
     with process_affinity():   # stormpy local pins its executor threads to one core
         return builder.getOrCreate()
@@ -132,10 +155,10 @@ class SessionManager:
             if self._session is None:
                 started = time.monotonic()
                 log.info("starting SparkSession (%s)", settings.describe())
-                self._session = _build(settings)
+                self._session, archive = _build(settings, conf)
                 self._settings = settings
-                log.info("SparkSession ready in %.1f s (Spark %s)", time.monotonic() - started,
-                         self._session.version)
+                log.info("SparkSession ready in %.1f s (Spark %s%s)", time.monotonic() - started,
+                         self._session.version, f", classes mapped from {archive}" if archive else "")
             elif settings != self._settings:
                 self._log_difference(settings)
             self._holders += 1

@@ -69,6 +69,8 @@ NOT_RUN: dict[str, str] = {
                               "submits with -r and --wheels",
     "reference/security-settings.md": "writes /etc/stormpy/certs; tests/test_tls_units.py runs these `stormpy certs` "
                                       "commands in a scratch directory and loads the page's storm.yaml",
+    "how-to/operate-cluster.md": "its one command records a 180 MB class archive in 30-60 s: "
+                                 "tests/spark/test_class_archive.py runs the page's block and starts Spark with it",
     "reference/streamparse.md": "needs streamparse in a virtualenv of its own and Leiningen; "
                                 "tests/streamparse/test_real_sparse_cli.py runs these sparse commands (SPARSE_VENV)",
 }
