@@ -7,21 +7,28 @@ archive instead: measured on that host, getOrCreate 5.5-6.5 s -> 3.4-3.9 s and t
 3.5-4.3 s -> 2.2-2.6 s. ``stormpy spark-archive`` records the archive once per host (a local Spark
 job in a child process whose JVM dumps the classes it loaded as it exits, ``-XX:ArchiveClassesAtExit``);
 afterwards every session stormpy builds with the same ``storm.local.dir`` starts its driver with
-``-XX:SharedArchiveFile``.
+``-XX:SharedArchiveFile`` (on ``spark.driver.defaultJavaOptions``, so a user's
+``spark.driver.extraJavaOptions``, from the topology or ``spark-defaults.conf``, stay as they are).
 
 Why the care around the file:
 - HotSpot checks that an archive fits its own build and the classpath and otherwise runs without
-  it (a warning), but it maps a *truncated* archive and dies of SIGBUS. So the archive becomes
-  visible only by a rename once the dumping JVM has exited cleanly, a sidecar records its size,
-  and a session uses it only when the size still matches.
+  it (a warning), but it maps a *truncated* archive and dies (SIGBUS, then abort). So the archive
+  becomes visible only by a rename once the dumping JVM has exited cleanly, a sidecar records its
+  size and inode, and a session uses it only while both still match.
 - The file name carries a digest of the ``java`` that spark-submit will run (resolved as
   ``spark-class`` does) and of the pyspark install, so an upgrade of either leaves the old archive
   unused rather than half-matching; the command removes archives of other digests.
-- Should a driver still fail to start with the archive, the session is built again without it,
-  and if that works the archive is set aside (``.bad``): a worker never crash-loops on it.
+- Should a driver's JVM still die before its gateway comes up, the session is started again
+  without the archive, and the archive is set aside (``.bad``) if ``java -version`` dies on it too:
+  a worker never crash-loops on it, and a JVM that failed for another reason does not cost the
+  host its archive.
 
 Only a driver stormpy starts itself is concerned: Spark Connect has no local JVM, and the executors
 of a standalone cluster are the Spark workers' JVMs.
+
+Threads: ``usable_archive``, ``is_broken`` and ``set_aside`` run on the executor thread that
+starts the process's session (under ``SessionManager``'s lock); ``create_archive`` on the CLI's.
+Recordings and sessions in other processes meet only through renames.
 """
 from __future__ import annotations
 
@@ -29,7 +36,9 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,22 +48,26 @@ from pathlib import Path
 from typing import Any
 
 from stormpy import config as cfg
-from stormpy.disk_layout import atomic_write
 from stormpy.errors import UserError
 
 log = logging.getLogger(__name__)
 
-JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
+JAVA_OPTIONS_KEY = "spark.driver.defaultJavaOptions"    # Spark prepends it to spark.driver.extraJavaOptions
+USER_JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
+PREFIX = "spark-classes-"
 SUFFIX = ".jsa"
 SIDECAR_SUFFIX = ".json"
 BAD_SUFFIX = ".bad"
+RECORDING_PREFIX = ".recording-"
 CREATE_TIMEOUT_SECS = 600
+PROBE_TIMEOUT_SECS = 60
 # Options a user may already give that decide class sharing themselves: stormpy then adds nothing.
 _USER_CDS_OPTIONS = ("-XX:SharedArchiveFile", "-Xshare:off", "-XX:ArchiveClassesAtExit")
 
 
 def archive_dir(conf: Mapping[str, Any]) -> Path:
-    return Path(str(conf.get(cfg.STORM_LOCAL_DIR.name) or cfg.STORM_LOCAL_DIR.default)).resolve() / "spark"
+    """``<storm.local.dir>/spark``: a supervisor's workers get the supervisor's absolute local dir."""
+    return Path(str(cfg.read(conf, cfg.STORM_LOCAL_DIR))).resolve() / "spark"
 
 
 def _java() -> Path | None:
@@ -78,7 +91,8 @@ def archive_key() -> str | None:
 
 
 def archive_path(conf: Mapping[str, Any], key: str) -> Path:
-    return archive_dir(conf) / f"spark-classes-{key}{SUFFIX}"
+    """Where the archive of this digest lives; its sidecar is the same name with ``.json``."""
+    return archive_dir(conf) / f"{PREFIX}{key}{SUFFIX}"
 
 
 def usable_archive(conf: Mapping[str, Any]) -> Path | None:
@@ -88,13 +102,22 @@ def usable_archive(conf: Mapping[str, Any]) -> Path | None:
         return None
     path = archive_path(conf, key)
     try:
-        recorded = json.loads(path.with_suffix(SIDECAR_SUFFIX).read_text())["size"]
-        size = path.stat().st_size
+        recorded = json.loads(path.with_suffix(SIDECAR_SUFFIX).read_text())
+        stat = path.stat()
+        size, inode = int(recorded["size"]), int(recorded["inode"])
     except (OSError, ValueError, KeyError, TypeError):
+        others = [p.name for p in path.parent.glob(f"{PREFIX}*{SUFFIX}")] if path.parent.is_dir() else []
+        if others:
+            log.info("no Spark class archive for this java and pyspark (%s has %s, recorded for another): run "
+                     "stormpy spark-archive as the supervisor's user, with its environment and config",
+                     path.parent, ", ".join(sorted(others)))
         return None
-    if size != recorded:
-        log.warning("Spark class archive %s has %d bytes where %s bytes were written: not used "
-                    "(run stormpy spark-archive again)", path, size, recorded)
+    if stat.st_ino != inode:
+        log.info("Spark class archive %s is being recorded again: not used by this driver", path)
+        return None
+    if stat.st_size != size:
+        log.warning("Spark class archive %s has %d bytes where %d bytes were written: not used "
+                    "(run stormpy spark-archive again)", path, stat.st_size, size)
         return None
     return path
 
@@ -103,16 +126,34 @@ def with_archive(options: Mapping[str, str], archive: Path) -> dict[str, str] | 
     """``options`` with the driver told to map ``archive``; None when the user's own JVM options
     already decide class sharing."""
     current = options.get(JAVA_OPTIONS_KEY, "")
-    if any(flag in current for flag in _USER_CDS_OPTIONS):
+    if any(flag in options.get(key, "") for key in (JAVA_OPTIONS_KEY, USER_JAVA_OPTIONS_KEY)
+           for flag in _USER_CDS_OPTIONS):
         return None
     return {**options, JAVA_OPTIONS_KEY: f"{current} -XX:SharedArchiveFile={archive}".strip()}
 
 
+def is_broken(archive: Path) -> bool:
+    """Whether a bare ``java -version`` dies mapping ``archive`` (a JVM that merely finds the archive
+    does not fit runs on without it and exits 0)."""
+    java = _java()
+    if java is None:
+        return False
+    with tempfile.TemporaryDirectory(prefix="stormpy-cds-probe-") as scratch:   # its hs_err file, if it dies
+        try:
+            probe = subprocess.run([str(java), f"-XX:SharedArchiveFile={archive}", "-version"], cwd=scratch,
+                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_SECS)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return probe.returncode != 0 and b"A fatal error has been detected" in probe.stdout + probe.stderr
+
+
 def set_aside(archive: Path) -> None:
-    """Move an archive a driver could not start with out of the way, keeping it to look at."""
+    """Move an archive java dies on out of the way, kept to look at (``.jsa.bad``)."""
     try:
-        os.replace(archive, archive.with_suffix(SUFFIX + BAD_SUFFIX))
+        os.replace(archive, archive.with_name(archive.name + BAD_SUFFIX))
         archive.with_suffix(SIDECAR_SUFFIX).unlink(missing_ok=True)
+        log.warning("Spark class archive %s set aside as %s%s: java dies mapping it; run stormpy spark-archive "
+                    "again", archive, archive.name, BAD_SUFFIX)
     except OSError:
         log.warning("could not set aside the Spark class archive %s", archive, exc_info=True)
 
@@ -121,44 +162,69 @@ def set_aside(archive: Path) -> None:
 
 def create_archive(conf: Mapping[str, Any], progress: Callable[[str], None] = log.info) -> Path:
     """Record the archive for this host's java and pyspark under ``<storm.local.dir>/spark/``."""
+    from stormpy.extras import require
+
+    require("spark", "stormpy spark-archive")
     key = archive_key()
     if key is None:
         raise UserError("no java found ($JAVA_HOME/bin/java or java on PATH): Spark needs Java 17")
     target = archive_path(conf, key)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".recording-", suffix=SUFFIX)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    tmp.unlink()    # the JVM creates it; an empty file left from a failed run is never taken for one
-    log_file = target.parent / "spark-archive.log"
     try:
-        _record(tmp, log_file, progress)
-        sidecar = {"size": tmp.stat().st_size, "java": str(_java()),
-                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        # Sidecar gone first: a driver starting in between finds no archive rather than a wrong size.
-        target.with_suffix(SIDECAR_SUFFIX).unlink(missing_ok=True)
-        os.replace(tmp, target)     # a driver mapping the old archive keeps its (unlinked) file
-        atomic_write(target.with_suffix(SIDECAR_SUFFIX), json.dumps(sidecar).encode())
-        os.chmod(target.with_suffix(SIDECAR_SUFFIX), 0o644)    # workers may run as other users
-    finally:
-        tmp.unlink(missing_ok=True)
-    for other in target.parent.glob("spark-classes-*"):
-        if not other.name.startswith(target.stem + "."):    # another java's or pyspark's
-            other.unlink(missing_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_recordings(target.parent)
+        tmp = target.parent / f"{RECORDING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}"
+        try:
+            _record(tmp, target.parent / "spark-archive.log", progress)
+            _publish(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)     # only once the recording's JVM is gone (_record)
+        for other in target.parent.glob(f"{PREFIX}*"):
+            if not other.name.startswith(target.stem + ".") or other.name.endswith(BAD_SUFFIX):
+                other.unlink(missing_ok=True)    # another java's or pyspark's, or one set aside
+    except OSError as exc:
+        raise UserError(f"cannot write the Spark class archive in {target.parent}: {exc}") from None
     return target
 
 
+def _remove_stale_recordings(directory: Path) -> None:
+    """Recordings left by a command that was SIGKILLed (any running one is younger than its timeout)."""
+    for stale in directory.glob(f"{RECORDING_PREFIX}*"):
+        try:
+            if time.time() - stale.stat().st_mtime > CREATE_TIMEOUT_SECS:
+                stale.unlink()
+        except OSError:
+            pass
+
+
+def _publish(tmp: Path, target: Path) -> None:
+    """Make the recorded archive the one sessions find: readable by workers running as other users."""
+    os.chmod(tmp, 0o644)
+    # Sidecar gone first: a driver starting in between finds no archive rather than a wrong one.
+    target.with_suffix(SIDECAR_SUFFIX).unlink(missing_ok=True)
+    os.replace(tmp, target)     # a driver mapping the old archive keeps its (unlinked) file
+    stat = target.stat()
+    sidecar = {"size": stat.st_size, "inode": stat.st_ino, "java": str(_java()),
+               "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    staged = target.with_name(f"{RECORDING_PREFIX}{target.stem}{SIDECAR_SUFFIX}")
+    staged.write_text(json.dumps(sidecar))
+    os.chmod(staged, 0o644)
+    os.replace(staged, target.with_suffix(SIDECAR_SUFFIX))
+    os.chmod(target.parent, 0o755)
+
+
 def _record(out: Path, log_file: Path, progress: Callable[[str], None]) -> None:
-    """Run the recording job in a child process and wait for its JVM's dump."""
+    """Run the recording job in a child process (its own process group, with the JVM it starts)
+    and wait for the JVM's dump; on a timeout, an error or Ctrl-C the whole group is SIGKILLed,
+    so no JVM is left to write a half archive after this returns."""
     started = time.monotonic()
     with open(log_file, "wb") as sink:
         child = subprocess.Popen([sys.executable, "-m", __name__, str(out)], stdout=sink, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL)
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        code: int | None = None
         try:
-            while True:
+            while code is None:
                 try:
                     code = child.wait(timeout=10)
-                    break
                 except subprocess.TimeoutExpired:
                     elapsed = time.monotonic() - started
                     if elapsed > CREATE_TIMEOUT_SECS:
@@ -166,11 +232,29 @@ def _record(out: Path, log_file: Path, progress: Callable[[str], None]) -> None:
                                         f"see {log_file}") from None
                     progress(f"... {elapsed:.0f} s")
         finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-    if code != 0 or not out.is_file() or out.stat().st_size == 0:
+            _kill_group(child, "recording finished" if code is not None else "recording interrupted")
+    if code != 0:
         raise UserError(f"the Spark job recording the class archive failed (exit {code}); see {log_file}")
+    if not out.is_file() or out.stat().st_size == 0:
+        raise UserError(f"the Spark job ran but its JVM wrote no class archive (does the JDK have its base CDS "
+                        f"archive, lib/server/classes.jsa?); see {log_file}")
+
+
+def _kill_group(child: subprocess.Popen[bytes], reason: str) -> None:
+    """SIGKILL what is left of the recording's process group (a JVM killed so writes no archive)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+        log.debug("killed the recording's process group %d: %s", child.pid, reason)
+    except ProcessLookupError:
+        pass
+    child.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:      # the JVM may outlive its parent by a moment
+        try:
+            os.killpg(child.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
 
 
 def _recording_job(out: str) -> None:
@@ -183,7 +267,7 @@ def _recording_job(out: str) -> None:
     spark = (SparkSession.builder.master("local[1]").appName("stormpy-spark-archive")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-             .config(JAVA_OPTIONS_KEY, f"-XX:ArchiveClassesAtExit={out} -Xlog:cds=off -Xlog:cds+dynamic=off")
+             .config(JAVA_OPTIONS_KEY, f"-XX:ArchiveClassesAtExit={out}")
              .getOrCreate())
     with tempfile.TemporaryDirectory(prefix="stormpy-spark-archive-") as scratch:
         frame = spark.createDataFrame(pa.table({"word": ["a", "b"], "count": [1, 2]}).to_pandas())

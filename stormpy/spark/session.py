@@ -109,12 +109,16 @@ def _build(settings: SessionSettings, conf: Mapping[str, Any]) -> tuple[Any, Pat
         return _start(settings, settings.options), None
     try:
         return _start(settings, options), archive
-    except Exception:  # noqa: BLE001 - whatever stopped it, the session is tried once without the archive
-        log.warning("the Spark driver did not start with the class archive %s; starting it without",
-                    archive, exc_info=True)
-    session = _start(settings, settings.options)
-    class_archive.set_aside(archive)    # the driver starts without it: the archive was the trouble
-    return session, None
+    except Exception:
+        from pyspark import SparkContext
+
+        if SparkContext._gateway is not None:    # the JVM came up: whatever failed, it was not the archive
+            raise
+        log.warning("the Spark driver's JVM exited before its gateway came up, started with the class archive %s; "
+                    "starting it once more without", archive, exc_info=True)
+    if class_archive.is_broken(archive):
+        class_archive.set_aside(archive)
+    return _start(settings, settings.options), None
 
 
 def _start(settings: SessionSettings, options: Mapping[str, str]) -> Any:
@@ -158,7 +162,7 @@ class SessionManager:
                 self._session, archive = _build(settings, conf)
                 self._settings = settings
                 log.info("SparkSession ready in %.1f s (Spark %s%s)", time.monotonic() - started,
-                         self._session.version, f", classes mapped from {archive}" if archive else "")
+                         self._session.version, f", started with the class archive {archive}" if archive else "")
             elif settings != self._settings:
                 self._log_difference(settings)
             self._holders += 1

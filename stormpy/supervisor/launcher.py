@@ -251,6 +251,9 @@ class Launcher:
         # 0600 in a 0700 dir; the topology's credentials only, never the cluster's
         disk_layout.private_dir(conf_file.parent)
         worker_conf = auth.worker_conf(self.conf, topology_id)
+        # absolute too: a worker run as another user starts in its own directory, where a relative
+        # storm.local.dir (state files, the Spark class archive) would name somewhere else
+        worker_conf[C.STORM_LOCAL_DIR.name] = self.local_dir
         if account is not None:
             copy_tls_files(worker_conf, conf_file.parent)
         disk_layout.write_private(conf_file, json.dumps(worker_conf, sort_keys=True, default=str))

@@ -11,22 +11,35 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
-from stormpy.spark import class_archive
-from stormpy.spark.class_archive import SIDECAR_SUFFIX, archive_key, archive_path, usable_archive, with_archive
+pytest.importorskip("pyspark", reason="skipped: pyspark is in the spark extra")
+
+from stormpy.spark import class_archive  # noqa: E402 - after the skip
+from stormpy.spark.class_archive import (  # noqa: E402
+    JAVA_OPTIONS_KEY,
+    SIDECAR_SUFFIX,
+    archive_key,
+    archive_path,
+    usable_archive,
+    with_archive,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "how-to" / "operate-cluster.md"
+PAGE_CONFIG = "/etc/stormpy/storm.yaml"
 
-pytestmark = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
-                                reason="skipped: no java (Spark needs Java 17)")
+needs_java = pytest.mark.skipif(class_archive._java() is None, reason="skipped: no java (Spark needs Java 17)")
 
-# A session started in a child process, with the class loading logged by the JVM itself.
+# A session started in a child process; its conf comes as JSON on argv.
 SESSION = """
 import json, logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stdout)
@@ -37,14 +50,15 @@ release_session("test done")
 """
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+            **extra}
 
 
-def _start_session(local_dir: Path, cwd: Path, class_log: Path) -> subprocess.CompletedProcess[str]:
+def _start_session(local_dir: Path, cwd: Path, java_options: str) -> subprocess.CompletedProcess[str]:
     conf = {"storm.local.dir": str(local_dir), "spark.master": "local[1]", "spark.ui.enabled": False,
             # the user's own JVM options: kept beside the archive's
-            "spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={class_log}"}
+            "spark.driver.extraJavaOptions": java_options}
     return subprocess.run([sys.executable, "-c", SESSION, json.dumps(conf)], cwd=cwd, env=_env(),
                           capture_output=True, text=True, timeout=240)
 
@@ -54,83 +68,144 @@ def _shared_from_archive(class_log: Path) -> int:
     return class_log.read_text().count("source: shared objects file (top)")
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """A scratch directory where the page's command ran: its storm.local.dir is ``storm-local``."""
-    root = tmp_path_factory.mktemp("spark-archive")
+def _page_command() -> str:
     blocks = re.findall(r"^```bash\n(.*?)^```", PAGE.read_text(), flags=re.S | re.M)
-    assert blocks == ["stormpy spark-archive\n"], blocks
-    # An archive left by another java or pyspark: the command removes it.
-    stale = root / "storm-local" / "spark" / "spark-classes-0123456789abcdef.jsa"
-    stale.parent.mkdir(parents=True)
-    stale.write_bytes(b"old")
-    stale.with_suffix(SIDECAR_SUFFIX).write_text('{"size": 3}')
+    assert blocks == [f"stormpy spark-archive --config {PAGE_CONFIG}\n"], blocks
+    return blocks[0]
+
+
+def _stormpy_on_path(root: Path) -> dict[str, str]:
     bin_dir = root / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
     (bin_dir / "stormpy").write_text(f"#!/bin/sh\nexec {sys.executable} -m stormpy.cli \"$@\"\n")
     (bin_dir / "stormpy").chmod(0o755)
-    env = {**_env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", blocks[0]], cwd=root, env=env,
+    return _env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The page's command run with a scratch config (its storm.local.dir: ``<root>/storm-local``)."""
+    if class_archive._java() is None:
+        pytest.skip("skipped: no java (Spark needs Java 17)")
+    root = tmp_path_factory.mktemp("spark-archive")
+    local_dir = root / "storm-local"
+    (root / "storm.yaml").write_text(f"storm.local.dir: {local_dir}\n")
+    # An archive left by another java or pyspark, and a recording a SIGKILLed command left long ago.
+    for name, data in (("spark-classes-0123456789abcdef.jsa", b"old"), ("spark-classes-0123456789abcdef.json", b"{}"),
+                       (".recording-1-ab.jsa", b"half")):
+        (local_dir / "spark").mkdir(parents=True, exist_ok=True)
+        (local_dir / "spark" / name).write_bytes(data)
+    os.utime(local_dir / "spark" / ".recording-1-ab.jsa", (1, 1))
+    command = _page_command().replace(PAGE_CONFIG, str(root / "storm.yaml"))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=root, env=_stormpy_on_path(root),
                           capture_output=True, text=True, timeout=400)
-    return root, done
+    return local_dir, done
 
 
-def test_the_pages_command_records_an_archive_and_removes_other_ones(
-        recorded: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
-    root, done = recorded
+def _recorded_archive(recorded: tuple[Path, subprocess.CompletedProcess[str]]) -> Path:
+    local_dir, done = recorded
     assert done.returncode == 0, done.stdout + done.stderr
     key = archive_key()
     assert key is not None
-    archive = archive_path({"storm.local.dir": str(root / "storm-local")}, key)
-    assert f"wrote {archive} (" in done.stdout
-    assert "... 10 s" in done.stdout, "no progress while the job ran"
-    assert json.loads(archive.with_suffix(SIDECAR_SUFFIX).read_text())["size"] == archive.stat().st_size > 10_000_000
-    assert sorted(p.name for p in archive.parent.glob("spark-classes-*")) == [archive.name, archive.stem + ".json"]
-    assert not list(archive.parent.glob(".recording-*"))
+    return archive_path({"storm.local.dir": str(local_dir)}, key)
 
 
+@needs_java
+def test_the_pages_command_records_an_archive_and_removes_other_ones(
+        recorded: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    archive = _recorded_archive(recorded)
+    out = recorded[1].stdout
+    assert f"wrote {archive} (" in out
+    took = int(re.search(r" in (\d+) s;", out).group(1))  # type: ignore[union-attr]
+    assert took < 11 or "... 10 s" in out, "no progress while the job ran"
+    sidecar = json.loads(archive.with_suffix(SIDECAR_SUFFIX).read_text())
+    assert sidecar["size"] == archive.stat().st_size > 10_000_000 and sidecar["inode"] == archive.stat().st_ino
+    assert sorted(p.name for p in archive.parent.iterdir()) == sorted([archive.name, archive.stem + ".json",
+                                                                        "spark-archive.log"])
+    for path in (archive, archive.with_suffix(SIDECAR_SUFFIX)):
+        assert path.stat().st_mode & 0o777 == 0o644, f"{path}: workers running as other users cannot read it"
+
+
+@needs_java
 def test_a_session_maps_the_archive_and_keeps_the_users_java_options(
         recorded: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
-    root, done = recorded
-    assert done.returncode == 0, done.stdout + done.stderr
+    archive = _recorded_archive(recorded)
     class_log = tmp_path / "classes.log"
-    run = _start_session(root / "storm-local", tmp_path, class_log)
+    run = _start_session(recorded[0], tmp_path, f"-Xlog:class+load=info:file={class_log}")
     assert run.returncode == 0 and "rows 7" in run.stdout, run.stdout + run.stderr
-    assert "classes mapped from " in run.stdout
+    assert f"started with the class archive {archive}" in run.stdout
     assert _shared_from_archive(class_log) > 5000
 
 
+@needs_java
 def test_a_session_without_an_archive_starts_as_before(tmp_path: Path) -> None:
     class_log = tmp_path / "classes.log"
-    run = _start_session(tmp_path / "storm-local", tmp_path, class_log)
+    run = _start_session(tmp_path / "storm-local", tmp_path, f"-Xlog:class+load=info:file={class_log}")
     assert run.returncode == 0 and "rows 7" in run.stdout, run.stdout + run.stderr
-    assert "classes mapped from" not in run.stdout
+    assert "class archive" not in run.stdout
     assert _shared_from_archive(class_log) == 0
 
 
+@needs_java
 def test_a_driver_that_dies_on_its_archive_starts_without_it_and_the_archive_is_set_aside(
         recorded: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
     """A truncated archive whose sidecar was made to agree (what no stormpy run writes): HotSpot
-    maps it and dies of SIGBUS; the session must still start, and later ones not try it again."""
-    root, done = recorded
-    assert done.returncode == 0, done.stdout + done.stderr
-    key = archive_key()
-    assert key is not None
-    good = archive_path({"storm.local.dir": str(root / "storm-local")}, key)
-    broken = archive_path({"storm.local.dir": str(tmp_path / "storm-local")}, key)
+    maps it and dies; the session must still start, and later ones not try it again."""
+    good = _recorded_archive(recorded)
+    broken = tmp_path / "storm-local" / "spark" / good.name
     broken.parent.mkdir(parents=True)
     with open(good, "rb") as src:
         broken.write_bytes(src.read(good.stat().st_size // 4))
-    broken.with_suffix(SIDECAR_SUFFIX).write_text(json.dumps({"size": broken.stat().st_size}))
-    run = _start_session(tmp_path / "storm-local", tmp_path, tmp_path / "classes.log")
+    broken.with_suffix(SIDECAR_SUFFIX).write_text(json.dumps({"size": broken.stat().st_size,
+                                                              "inode": broken.stat().st_ino}))
+    run = _start_session(tmp_path / "storm-local", tmp_path, "-Dstormpy.test=1")
     assert run.returncode == 0 and "rows 7" in run.stdout, run.stdout + run.stderr
-    assert "did not start with the class archive" in run.stdout
+    assert "exited before its gateway came up" in run.stdout
     assert not broken.exists() and not broken.with_suffix(SIDECAR_SUFFIX).exists()
     assert broken.with_name(broken.name + ".bad").exists()
 
 
+@needs_java
+def test_a_driver_that_fails_for_its_own_reason_keeps_the_archive(
+        recorded: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> None:
+    """A JVM option the JVM refuses: the error reaches the caller, and the archive stays."""
+    archive = _recorded_archive(recorded)
+    run = _start_session(recorded[0], tmp_path, "-Xmx2gg")
+    assert run.returncode != 0 and "rows" not in run.stdout
+    assert "JAVA_GATEWAY_EXITED" in run.stderr, run.stderr[-3000:]
+    assert archive.exists() and usable_archive({"storm.local.dir": str(recorded[0])}) == archive
+
+
+def _is_recording_jvm(proc: psutil.Process) -> bool:
+    """The driver JVM that would dump the archive (not spark-class's short launcher JVM before it)."""
+    try:
+        return any(arg.startswith("-XX:ArchiveClassesAtExit=") for arg in proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+@needs_java
+def test_an_interrupted_recording_leaves_no_jvm_and_no_file(tmp_path: Path) -> None:
+    cli = subprocess.Popen([sys.executable, "-m", "stormpy.cli", "spark-archive", "-c", f"storm.local.dir={tmp_path}"],
+                           env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    jvms: list[psutil.Process] = []
+    while not jvms and time.monotonic() < deadline:
+        time.sleep(0.2)
+        jvms = [p for p in psutil.Process(cli.pid).children(recursive=True) if _is_recording_jvm(p)]
+    assert jvms, "the recording's JVM never started"
+    time.sleep(2)
+    cli.send_signal(signal.SIGINT)     # Ctrl-C reaches the command (the child runs in its own session)
+    assert cli.wait(timeout=60) == 130
+    gone, alive = psutil.wait_procs(jvms, timeout=15)
+    assert not alive, f"the recording's JVM outlived the command: {alive}"
+    time.sleep(1)
+    assert not [p.name for p in (tmp_path / "spark").iterdir() if p.name != "spark-archive.log"]
+
+
 # ---------------------------------------------------------------- without a JVM
 
+@needs_java
 def test_an_archive_is_used_only_whole(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     conf = {"storm.local.dir": str(tmp_path)}
     key = archive_key()
@@ -139,39 +214,81 @@ def test_an_archive_is_used_only_whole(tmp_path: Path, caplog: pytest.LogCapture
     path.parent.mkdir(parents=True)
     path.write_bytes(b"x" * 100)
     assert usable_archive(conf) is None, "no sidecar yet: still being recorded"
-    path.with_suffix(SIDECAR_SUFFIX).write_text('{"size": 100}')
+    path.with_suffix(SIDECAR_SUFFIX).write_text(json.dumps({"size": 100, "inode": path.stat().st_ino}))
     assert usable_archive(conf) == path
     path.write_bytes(b"x" * 40)
     with caplog.at_level(logging.WARNING, logger=class_archive.__name__):
         assert usable_archive(conf) is None
     assert "has 40 bytes where 100 bytes were written" in caplog.text
+    recording = path.with_name(".recording-1-cd.jsa")
+    recording.write_bytes(b"x" * 100)
+    os.replace(recording, path)     # recorded again, as the command does: its sidecar not yet written
+    assert usable_archive(conf) is None
 
 
-def test_the_archive_belongs_to_one_java(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    key = archive_key()
+def test_an_archive_of_another_java_is_not_used_and_the_log_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     other_java = tmp_path / "jdk" / "bin" / "java"
     other_java.parent.mkdir(parents=True)
     other_java.write_text("#!/bin/sh\n")
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
-    assert archive_key() not in (None, key)
+    key = archive_key()
+    assert key is not None
+    conf = {"storm.local.dir": str(tmp_path / "local")}
+    path = archive_path(conf, key)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"x" * 100)
+    path.with_suffix(SIDECAR_SUFFIX).write_text(json.dumps({"size": 100, "inode": path.stat().st_ino}))
+    assert usable_archive(conf) == path
+    other_java.write_text("#!/bin/sh\n# upgraded\n")
+    assert archive_key() != key
+    with caplog.at_level(logging.INFO, logger=class_archive.__name__):
+        assert usable_archive(conf) is None
+    assert "recorded for another" in caplog.text and path.name in caplog.text
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
-    assert archive_key() is None
+    assert archive_key() is None and usable_archive(conf) is None
 
 
 def test_the_archive_option_joins_the_users_and_yields_to_their_own_choice() -> None:
     archive = Path("/srv/storm-local/spark/spark-classes-k.jsa")
-    assert with_archive({"spark.app.name": "a"}, archive) == {
-        "spark.app.name": "a", "spark.driver.extraJavaOptions": f"-XX:SharedArchiveFile={archive}"}
-    assert with_archive({"spark.driver.extraJavaOptions": "-Xmx2g"}, archive) == {
-        "spark.driver.extraJavaOptions": f"-Xmx2g -XX:SharedArchiveFile={archive}"}
-    for own in ("-Xshare:off", "-XX:SharedArchiveFile=/opt/mine.jsa"):
-        assert with_archive({"spark.driver.extraJavaOptions": f"-Xmx2g {own}"}, archive) is None
+    extra = "spark.driver.extraJavaOptions"
+    options: dict[str, Any] = {"spark.app.name": "a", extra: "-Xmx2g"}
+    assert with_archive(options, archive) == {**options, JAVA_OPTIONS_KEY: f"-XX:SharedArchiveFile={archive}"}
+    assert with_archive({JAVA_OPTIONS_KEY: "-Dx=1"}, archive) == {
+        JAVA_OPTIONS_KEY: f"-Dx=1 -XX:SharedArchiveFile={archive}"}
+    for key in (extra, JAVA_OPTIONS_KEY):
+        for own in ("-Xshare:off", "-XX:SharedArchiveFile=/opt/mine.jsa", "-XX:ArchiveClassesAtExit=/tmp/a.jsa"):
+            assert with_archive({key: f"-Xmx2g {own}"}, archive) is None
 
 
 def test_the_command_fails_in_one_line_without_java(tmp_path: Path) -> None:
-    env = {**_env(), "PATH": os.path.dirname(sys.executable), "JAVA_HOME": str(tmp_path / "no-jdk")}
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    env = _env(PATH=str(empty), JAVA_HOME=str(tmp_path / "no-jdk"))
     run = subprocess.run([sys.executable, "-m", "stormpy.cli", "spark-archive", "-c", f"storm.local.dir={tmp_path}"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert run.stderr.strip().splitlines()[-1] == \
         "stormpy: error: no java found ($JAVA_HOME/bin/java or java on PATH): Spark needs Java 17"
+
+
+def test_the_command_fails_in_one_line_without_pyspark(tmp_path: Path) -> None:
+    hide = ("import sys; sys.modules['pyspark'] = None; from stormpy.cli import main; "
+            f"main(['spark-archive', '-c', 'storm.local.dir={tmp_path}'])")
+    run = subprocess.run([sys.executable, "-c", hide], env=_env(), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines() == [
+        "stormpy: error: stormpy spark-archive needs the 'spark' extra (pyspark is not installed): "
+        "pip install 'stormpy-streams[spark]'"]
+
+
+def test_an_unwritable_directory_is_one_line(tmp_path: Path) -> None:
+    if class_archive._java() is None:
+        pytest.skip("skipped: no java (Spark needs Java 17)")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    run = subprocess.run([sys.executable, "-m", "stormpy.cli", "spark-archive", "-c", f"storm.local.dir={blocker}"],
+                         env=_env(), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1].startswith(
+        f"stormpy: error: cannot write the Spark class archive in {blocker}/spark: ")
