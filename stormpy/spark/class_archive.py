@@ -3,8 +3,8 @@
 A worker's first Spark batch waits for a driver JVM to start and load some 12,000 classes from
 the pyspark wheel's jars: 9-10 s on a 2-core host, paid again by every restarted worker. Java's
 class data sharing (CDS) lets the JVM map those classes, already parsed and verified, from an
-archive instead: measured on that host, getOrCreate 5.5-6.5 s -> 3.4-3.9 s and the first job
-3.5-4.3 s -> 2.2-2.6 s. ``stormpy spark-archive`` records the archive once per host (a local Spark
+archive instead: on that host the session 7.1 s -> 4.4 s and a first Parquet write 3.8 s -> 1.5 s
+(``benchmarks/spark_start.py``, medians). ``stormpy spark-archive`` records the archive once per host (a local Spark
 job in a child process whose JVM dumps the classes it loaded as it exits, ``-XX:ArchiveClassesAtExit``);
 afterwards every session stormpy builds with the same ``storm.local.dir`` starts its driver with
 ``-XX:SharedArchiveFile`` (on ``spark.driver.defaultJavaOptions``, so a user's

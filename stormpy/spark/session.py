@@ -1,6 +1,6 @@
 """One long-lived SparkSession per process (a worker, or ``stormpy local``), shared by its sinks.
 
-A cold SparkSession costs 5-6 s on a small machine (3-4 s with the class archive ``stormpy
+A cold SparkSession costs 5-7 s on a small machine (about 4 s with the class archive ``stormpy
 spark-archive`` records, ``stormpy.spark.class_archive``), so the session is created lazily on the
 first batch and kept for the life of the process, never per batch. Sinks ``acquire_session``
 in their executor thread and ``release_session`` when they close; the last release stops the

@@ -292,3 +292,18 @@ def test_an_unwritable_directory_is_one_line(tmp_path: Path) -> None:
     assert run.returncode == 1
     assert run.stderr.strip().splitlines()[-1].startswith(
         f"stormpy: error: cannot write the Spark class archive in {blocker}/spark: ")
+
+
+@needs_java
+def test_the_start_benchmark_runs_both_ways_and_prints_its_figures(
+        recorded: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """benchmarks/spark_start.py (docs/reference/benchmarks.md) at one run of each, on the archive
+    the module recorded."""
+    _recorded_archive(recorded)
+    run = subprocess.run([sys.executable, str(REPO / "benchmarks" / "spark_start.py"), "--runs", "1",
+                          "--local-dir", str(recorded[0])], env=_env(), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "recorded" not in run.stdout, "the archive in --local-dir was not used"
+    for line in ("run 1 with the archive: session ", "run 1          without: session ",
+                 "bare JVM start (java -version): median ", "with the archive / without: session "):
+        assert line in run.stdout, run.stdout
