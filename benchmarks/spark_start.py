@@ -35,22 +35,28 @@ from stormpy.spark.session import acquire_session, release_session
 conf = json.loads(sys.argv[1])
 spark = acquire_session(conf)
 t1 = time.monotonic()
+args = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+archive = any(str(a).startswith("-XX:SharedArchiveFile=") for a in args)
 with tempfile.TemporaryDirectory() as out:
     spark.createDataFrame(pa.table({"word": ["a", "b"], "count": [1, 2]}).to_pandas()).write.parquet(out + "/p")
 t2 = time.monotonic()
-print(json.dumps({"session": t1 - t0, "first_job": t2 - t1}))
+print(json.dumps({"session": t1 - t0, "first_job": t2 - t1, "archive": archive}))
 release_session("benchmark run done")
 """
 
 
-def one_start(local_dir: Path) -> dict[str, float]:
+def one_start(local_dir: Path, with_archive: bool) -> dict[str, float]:
+    """One worker-like start in a new process; checks that its driver JVM was (or was not) given the archive."""
     conf = {"storm.local.dir": str(local_dir), "spark.master": "local[1]", "spark.ui.enabled": False}
     run = subprocess.run([sys.executable, "-c", WORKER, json.dumps(conf)], capture_output=True, text=True,
                          timeout=300)
     if run.returncode != 0:
         raise SystemExit(f"spark_start.py: a run failed:\n{run.stderr[-3000:]}")
-    result: dict[str, float] = json.loads(run.stdout.strip().splitlines()[-1])
-    return result
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    if result.pop("archive") != with_archive:
+        raise SystemExit(f"spark_start.py: a run {'without' if with_archive else 'with'} the archive where it "
+                         f"should be {'with' if with_archive else 'without'}:\n{run.stderr[-3000:]}")
+    return {k: float(v) for k, v in result.items()}
 
 
 def bare_jvm() -> float:
@@ -80,7 +86,7 @@ def main() -> None:
         bare: list[float] = []
         for i in range(args.runs):
             for name, local_dir in (("with the archive", with_dir), ("without", without_dir)):
-                figures[name].append(one_start(local_dir))
+                figures[name].append(one_start(local_dir, local_dir == with_dir))
                 print(f"run {i + 1} {name:>16}: session {figures[name][-1]['session']:.2f} s, "
                       f"first job {figures[name][-1]['first_job']:.2f} s", flush=True)
             bare.append(bare_jvm())

@@ -34,6 +34,24 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+_host_local_dir: Path | None = None
+
+
+def set_host_local_dir(local_dir: str | Path) -> None:
+    """Called once by a worker process with its supervisor's ``storm.local.dir``.
+
+    A task's config is its topology's (as submitted), which does not carry the host's directory;
+    host-wide files a task looks for (the Spark class archive) are found through this.
+    """
+    global _host_local_dir
+    _host_local_dir = Path(local_dir).resolve()
+
+
+def host_local_dir() -> Path | None:
+    """The supervisor's ``storm.local.dir`` in a worker process; None elsewhere (``stormpy local``)."""
+    return _host_local_dir
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename (atomic on POSIX)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -174,3 +174,19 @@ def test_run_as_user_with_zookeeper_tls_needs_a_worker_certificate(tmp_path: Pat
                 else "needs the supervisor to run as root")
     with pytest.raises(UserError, match=expected):
         Launcher(conf, "sup-1")
+
+
+def test_a_worker_conf_names_the_supervisors_local_dir_absolutely(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative storm.local.dir is the supervisor's, resolved where it started: a worker run as
+    another user starts in its own directory, where the same words would name another place."""
+    import json
+
+    from stormpy.supervisor import localstate
+
+    monkeypatch.chdir(tmp_path)
+    launcher = Launcher({"storm.local.dir": "storm-local", "storm.log.dir": "logs"}, "sup-1")
+    pid = launcher.launch("topo-1", 6700, "worker-1", python="/bin/true")   # nothing runs: the conf is the point
+    os.waitpid(pid, 0)
+    written = json.loads(localstate.worker_conf_path(launcher.local_dir, "worker-1").read_text())
+    assert written["storm.local.dir"] == str(tmp_path / "storm-local")

@@ -32,6 +32,8 @@ Recordings and sessions in other processes meet only through renames.
 """
 from __future__ import annotations
 
+import fcntl
+import contextlib
 import hashlib
 import json
 import logging
@@ -43,11 +45,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from stormpy import config as cfg
+from stormpy import disk_layout
 from stormpy.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -59,6 +64,7 @@ SUFFIX = ".jsa"
 SIDECAR_SUFFIX = ".json"
 BAD_SUFFIX = ".bad"
 RECORDING_PREFIX = ".recording-"
+LOCK_NAME = ".spark-archive.lock"
 CREATE_TIMEOUT_SECS = 600
 PROBE_TIMEOUT_SECS = 60
 # Options a user may already give that decide class sharing themselves: stormpy then adds nothing.
@@ -66,8 +72,10 @@ _USER_CDS_OPTIONS = ("-XX:SharedArchiveFile", "-Xshare:off", "-XX:ArchiveClasses
 
 
 def archive_dir(conf: Mapping[str, Any]) -> Path:
-    """``<storm.local.dir>/spark``: a supervisor's workers get the supervisor's absolute local dir."""
-    return Path(str(cfg.read(conf, cfg.STORM_LOCAL_DIR))).resolve() / "spark"
+    """``<storm.local.dir>/spark``: in a worker the supervisor's ``storm.local.dir`` (a task's
+    ``conf`` is its topology's, which does not carry the host's), elsewhere ``conf``'s."""
+    host = disk_layout.host_local_dir()
+    return (host or Path(str(cfg.read(conf, cfg.STORM_LOCAL_DIR))).resolve()) / "spark"
 
 
 def _java() -> Path | None:
@@ -106,7 +114,7 @@ def usable_archive(conf: Mapping[str, Any]) -> Path | None:
         stat = path.stat()
         size, inode = int(recorded["size"]), int(recorded["inode"])
     except (OSError, ValueError, KeyError, TypeError):
-        others = [p.name for p in path.parent.glob(f"{PREFIX}*{SUFFIX}")] if path.parent.is_dir() else []
+        others = [p.name for p in path.parent.glob(f"{PREFIX}*{SUFFIX}") if p != path] if path.parent.is_dir() else []
         if others:
             log.info("no Spark class archive for this java and pyspark (%s has %s, recorded for another): run "
                      "stormpy spark-archive as the supervisor's user, with its environment and config",
@@ -118,6 +126,9 @@ def usable_archive(conf: Mapping[str, Any]) -> Path | None:
     if stat.st_size != size:
         log.warning("Spark class archive %s has %d bytes where %d bytes were written: not used "
                     "(run stormpy spark-archive again)", path, stat.st_size, size)
+        return None
+    if any(c.isspace() for c in str(path)):     # Spark splits Java options at spaces
+        log.info("Spark class archive %s not used: its path has a space", path)
         return None
     return path
 
@@ -140,22 +151,28 @@ def is_broken(archive: Path) -> bool:
         return False
     with tempfile.TemporaryDirectory(prefix="stormpy-cds-probe-") as scratch:   # its hs_err file, if it dies
         try:
-            probe = subprocess.run([str(java), f"-XX:SharedArchiveFile={archive}", "-version"], cwd=scratch,
+            probe = subprocess.run([str(java), "-XX:-CreateCoredumpOnCrash", f"-XX:SharedArchiveFile={archive}",
+                                    "-version"], cwd=scratch,
                                    stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_SECS)
         except (OSError, subprocess.TimeoutExpired):
             return False
     return probe.returncode != 0 and b"A fatal error has been detected" in probe.stdout + probe.stderr
 
 
-def set_aside(archive: Path) -> None:
-    """Move an archive java dies on out of the way, kept to look at (``.jsa.bad``)."""
+def set_aside(archive: Path, inode: int) -> None:
+    """Move an archive java dies on out of the way, kept to look at (``.jsa.bad``); ``inode`` is
+    the file found broken, so that an archive recorded again meanwhile is left alone."""
     try:
+        if archive.stat().st_ino != inode:
+            return
         os.replace(archive, archive.with_name(archive.name + BAD_SUFFIX))
         archive.with_suffix(SIDECAR_SUFFIX).unlink(missing_ok=True)
         log.warning("Spark class archive %s set aside as %s%s: java dies mapping it; run stormpy spark-archive "
                     "again", archive, archive.name, BAD_SUFFIX)
-    except OSError:
-        log.warning("could not set aside the Spark class archive %s", archive, exc_info=True)
+    except FileNotFoundError:
+        pass        # another worker set it aside first
+    except OSError as exc:
+        log.warning("could not set aside the Spark class archive %s: %s", archive, exc)
 
 
 # ---------------------------------------------------------------- recording one
@@ -171,16 +188,25 @@ def create_archive(conf: Mapping[str, Any], progress: Callable[[str], None] = lo
     target = archive_path(conf, key)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_recordings(target.parent)
-        tmp = target.parent / f"{RECORDING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}"
         try:
-            _record(tmp, target.parent / "spark-archive.log", progress)
-            _publish(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)     # only once the recording's JVM is gone (_record)
-        for other in target.parent.glob(f"{PREFIX}*"):
-            if not other.name.startswith(target.stem + ".") or other.name.endswith(BAD_SUFFIX):
-                other.unlink(missing_ok=True)    # another java's or pyspark's, or one set aside
+            os.chmod(target.parent, 0o755)     # workers may run as other users
+        except OSError:
+            pass                               # someone else's directory: its mode is theirs
+        with open(target.parent / LOCK_NAME, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise UserError(f"another stormpy spark-archive is recording in {target.parent}") from None
+            _remove_stale_recordings(target.parent)
+            tmp = target.parent / f"{RECORDING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}"
+            try:
+                _record(tmp, target.parent / "spark-archive.log", progress)
+                _publish(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)     # only once the recording's JVM is gone (_record)
+            for other in target.parent.glob(f"{PREFIX}*"):
+                if not other.name.startswith(target.stem + ".") or other.name.endswith(BAD_SUFFIX):
+                    other.unlink(missing_ok=True)    # another java's or pyspark's, or one set aside
     except OSError as exc:
         raise UserError(f"cannot write the Spark class archive in {target.parent}: {exc}") from None
     return target
@@ -209,7 +235,6 @@ def _publish(tmp: Path, target: Path) -> None:
     staged.write_text(json.dumps(sidecar))
     os.chmod(staged, 0o644)
     os.replace(staged, target.with_suffix(SIDECAR_SUFFIX))
-    os.chmod(target.parent, 0o755)
 
 
 def _record(out: Path, log_file: Path, progress: Callable[[str], None]) -> None:
@@ -217,7 +242,7 @@ def _record(out: Path, log_file: Path, progress: Callable[[str], None]) -> None:
     and wait for the JVM's dump; on a timeout, an error or Ctrl-C the whole group is SIGKILLed,
     so no JVM is left to write a half archive after this returns."""
     started = time.monotonic()
-    with open(log_file, "wb") as sink:
+    with open(log_file, "wb") as sink, _interrupted_by(signal.SIGTERM, signal.SIGHUP):
         child = subprocess.Popen([sys.executable, "-m", __name__, str(out)], stdout=sink, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
         code: int | None = None
@@ -240,6 +265,21 @@ def _record(out: Path, log_file: Path, progress: Callable[[str], None]) -> None:
                         f"archive, lib/server/classes.jsa?); see {log_file}")
 
 
+@contextlib.contextmanager
+def _interrupted_by(*signums: signal.Signals) -> Iterator[None]:
+    """Turn these signals into KeyboardInterrupt meanwhile, so the recording's cleanup runs for a
+    ``kill`` or a closed terminal as for Ctrl-C (their default is to exit at once)."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _kill_group(child: subprocess.Popen[bytes], reason: str) -> None:
     """SIGKILL what is left of the recording's process group (a JVM killed so writes no archive)."""
     try:
@@ -249,12 +289,19 @@ def _kill_group(child: subprocess.Popen[bytes], reason: str) -> None:
         pass
     child.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:      # the JVM may outlive its parent by a moment
-        try:
-            os.killpg(child.pid, 0)
-        except ProcessLookupError:
-            return
+    while time.monotonic() < deadline and _group_alive(child.pid):    # the JVM may outlive its parent by a moment
         time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs (a zombie that nobody reaped yet does not)."""
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
 
 
 def _recording_job(out: str) -> None:

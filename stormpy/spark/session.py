@@ -103,21 +103,29 @@ def _build(settings: SessionSettings, conf: Mapping[str, Any]) -> tuple[Any, Pat
     A driver started here maps the host's class archive when ``stormpy spark-archive`` recorded
     one (``stormpy.spark.class_archive``); returns the session and the archive it started with.
     """
-    archive = None if settings.remote else class_archive.usable_archive(conf)
+    from pyspark import SparkContext
+
+    # A JVM this process started before (a session stopped and built again) is reused as it is.
+    fresh_jvm = not settings.remote and SparkContext._gateway is None
+    archive = class_archive.usable_archive(conf) if fresh_jvm else None
     options = class_archive.with_archive(settings.options, archive) if archive else None
     if archive is None or options is None:
         return _start(settings, settings.options), None
     try:
+        inode = archive.stat().st_ino
+    except OSError:         # recorded again or set aside since usable_archive looked
+        return _start(settings, settings.options), None
+    try:
         return _start(settings, options), archive
     except Exception:
-        from pyspark import SparkContext
-
         if SparkContext._gateway is not None:    # the JVM came up: whatever failed, it was not the archive
             raise
         log.warning("the Spark driver's JVM exited before its gateway came up, started with the class archive %s; "
                     "starting it once more without", archive, exc_info=True)
+    # A truncated archive is mapped lazily and could also kill a JVM after its gateway is up; the
+    # sidecar's size check (usable_archive) is what keeps a worker from meeting one.
     if class_archive.is_broken(archive):
-        class_archive.set_aside(archive)
+        class_archive.set_aside(archive, inode)
     return _start(settings, settings.options), None
 
 

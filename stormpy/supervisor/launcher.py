@@ -252,7 +252,7 @@ class Launcher:
         disk_layout.private_dir(conf_file.parent)
         worker_conf = auth.worker_conf(self.conf, topology_id)
         # absolute too: a worker run as another user starts in its own directory, where a relative
-        # storm.local.dir (state files, the Spark class archive) would name somewhere else
+        # storm.local.dir (its heartbeats, the Spark class archive) would name somewhere else
         worker_conf[C.STORM_LOCAL_DIR.name] = self.local_dir
         if account is not None:
             copy_tls_files(worker_conf, conf_file.parent)

@@ -84,6 +84,7 @@ class Worker:
         self.port = port
         self.worker_id = worker_id
         self.local_dir = self.conf[C.STORM_LOCAL_DIR]
+        disk_layout.set_host_local_dir(self.local_dir)    # tasks' configs are the topology's alone
         self.started_at = time.time()
         self.executors: list[ExecutorRange] = []
         self.host = self.conf[C.STORM_LOCAL_HOSTNAME] or socket.gethostname()

@@ -6,6 +6,8 @@ tests' shared session lives in this one).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -36,6 +38,9 @@ from stormpy.spark.class_archive import (  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "how-to" / "operate-cluster.md"
 PAGE_CONFIG = "/etc/stormpy/storm.yaml"
+
+# The first test waits for the module's recording (30-60 s, more on a loaded machine).
+pytestmark = pytest.mark.timeout(480)
 
 needs_java = pytest.mark.skipif(class_archive._java() is None, reason="skipped: no java (Spark needs Java 17)")
 
@@ -97,9 +102,17 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess
         (local_dir / "spark" / name).write_bytes(data)
     os.utime(local_dir / "spark" / ".recording-1-ab.jsa", (1, 1))
     command = _page_command().replace(PAGE_CONFIG, str(root / "storm.yaml"))
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=root, env=_stormpy_on_path(root),
-                          capture_output=True, text=True, timeout=400)
-    return local_dir, done
+    shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", command], cwd=root, env=_stormpy_on_path(root),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = shell.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        # the recording runs in a process group of its own: take the whole tree down
+        for proc in [*psutil.Process(shell.pid).children(recursive=True), psutil.Process(shell.pid)]:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        out, err = shell.communicate()
+    return local_dir, subprocess.CompletedProcess(shell.args, shell.returncode, out, err)
 
 
 def _recorded_archive(recorded: tuple[Path, subprocess.CompletedProcess[str]]) -> Path:
@@ -117,11 +130,11 @@ def test_the_pages_command_records_an_archive_and_removes_other_ones(
     out = recorded[1].stdout
     assert f"wrote {archive} (" in out
     took = int(re.search(r" in (\d+) s;", out).group(1))  # type: ignore[union-attr]
-    assert took < 11 or "... 10 s" in out, "no progress while the job ran"
+    assert took < 11 or re.search(r"^\.\.\. \d+ s$", out, flags=re.M), "no progress while the job ran"
     sidecar = json.loads(archive.with_suffix(SIDECAR_SUFFIX).read_text())
     assert sidecar["size"] == archive.stat().st_size > 10_000_000 and sidecar["inode"] == archive.stat().st_ino
     assert sorted(p.name for p in archive.parent.iterdir()) == sorted([archive.name, archive.stem + ".json",
-                                                                        "spark-archive.log"])
+                                                                        "spark-archive.log", class_archive.LOCK_NAME])
     for path in (archive, archive.with_suffix(SIDECAR_SUFFIX)):
         assert path.stat().st_mode & 0o777 == 0o644, f"{path}: workers running as other users cannot read it"
 
@@ -176,6 +189,14 @@ def test_a_driver_that_fails_for_its_own_reason_keeps_the_archive(
     assert archive.exists() and usable_archive({"storm.local.dir": str(recorded[0])}) == archive
 
 
+def _runs(proc: psutil.Process) -> bool:
+    """Alive and not a zombie (whether PID 1 reaps orphans depends on the machine)."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _is_recording_jvm(proc: psutil.Process) -> bool:
     """The driver JVM that would dump the archive (not spark-class's short launcher JVM before it)."""
     try:
@@ -195,12 +216,15 @@ def test_an_interrupted_recording_leaves_no_jvm_and_no_file(tmp_path: Path) -> N
         jvms = [p for p in psutil.Process(cli.pid).children(recursive=True) if _is_recording_jvm(p)]
     assert jvms, "the recording's JVM never started"
     time.sleep(2)
-    cli.send_signal(signal.SIGINT)     # Ctrl-C reaches the command (the child runs in its own session)
+    cli.send_signal(signal.SIGTERM)    # a kill (Ctrl-C goes the same way: KeyboardInterrupt)
     assert cli.wait(timeout=60) == 130
-    gone, alive = psutil.wait_procs(jvms, timeout=15)
-    assert not alive, f"the recording's JVM outlived the command: {alive}"
+    deadline = time.monotonic() + 15
+    while any(_runs(p) for p in jvms) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in jvms if _runs(p)], f"the recording's JVM outlived the command: {jvms}"
     time.sleep(1)
-    assert not [p.name for p in (tmp_path / "spark").iterdir() if p.name != "spark-archive.log"]
+    assert not [p.name for p in (tmp_path / "spark").iterdir()
+                if p.name not in ("spark-archive.log", class_archive.LOCK_NAME)]
 
 
 # ---------------------------------------------------------------- without a JVM
@@ -307,3 +331,28 @@ def test_the_start_benchmark_runs_both_ways_and_prints_its_figures(
     for line in ("run 1 with the archive: session ", "run 1          without: session ",
                  "bare JVM start (java -version): median ", "with the archive / without: session "):
         assert line in run.stdout, run.stdout
+
+
+def test_a_second_recording_at_once_is_refused_in_one_line(tmp_path: Path) -> None:
+    if class_archive._java() is None:
+        pytest.skip("skipped: no java (Spark needs Java 17)")
+    (tmp_path / "spark").mkdir()
+    with open(tmp_path / "spark" / class_archive.LOCK_NAME, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)       # as a recording in progress holds it
+        run = subprocess.run([sys.executable, "-m", "stormpy.cli", "spark-archive", "-c",
+                              f"storm.local.dir={tmp_path}"], env=_env(), capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == \
+        f"stormpy: error: another stormpy spark-archive is recording in {tmp_path}/spark"
+
+
+def test_a_worker_looks_for_the_archive_in_its_supervisors_local_dir(tmp_path: Path) -> None:
+    """A task's config is its topology's, with the default (relative) storm.local.dir; in a worker the
+    archive is looked for in the supervisor's directory, which the worker's own config names."""
+    look = "from stormpy.spark.class_archive import archive_dir\nprint(archive_dir({'storm.local.dir': 'storm-local'}))\n"
+    in_worker = ("from stormpy.worker.worker import Worker\n"
+                 "Worker({'storm.local.dir': '/srv/host-local'}, 'topo-1', 'sup-1', 6700, 'worker-1')\n" + look)
+    for script, expected in ((in_worker, "/srv/host-local/spark"), (look, str(tmp_path / "storm-local" / "spark"))):
+        run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=_env(), capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 0 and run.stdout.strip() == expected, run.stdout + run.stderr
