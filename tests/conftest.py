@@ -124,6 +124,16 @@ def daemons(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemons]
 
 
 @pytest.fixture(autouse=True)
+def _no_host_local_dir() -> Iterator[None]:
+    """A Worker built in a test's process names its supervisor's storm.local.dir process-wide
+    (``stormpy.disk_layout.set_host_local_dir``); the next test must not inherit it."""
+    from stormpy import disk_layout
+
+    yield
+    disk_layout._host_local_dir = None
+
+
+@pytest.fixture(autouse=True)
 def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests must not pick up a developer's STORM_CONF_DIR or similar from the shell."""
     for name in list(os.environ):

@@ -187,6 +187,6 @@ def test_a_worker_conf_names_the_supervisors_local_dir_absolutely(tmp_path: Path
     monkeypatch.chdir(tmp_path)
     launcher = Launcher({"storm.local.dir": "storm-local", "storm.log.dir": "logs"}, "sup-1")
     pid = launcher.launch("topo-1", 6700, "worker-1", python="/bin/true")   # nothing runs: the conf is the point
-    os.waitpid(pid, 0)
+    launcher._children[pid].wait()
     written = json.loads(localstate.worker_conf_path(launcher.local_dir, "worker-1").read_text())
     assert written["storm.local.dir"] == str(tmp_path / "storm-local")

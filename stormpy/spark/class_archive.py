@@ -44,6 +44,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -272,7 +273,11 @@ def _interrupted_by(*signums: signal.Signals) -> Iterator[None]:
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = {signum: signal.signal(signum, interrupt) for signum in signums}
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():    # handlers are the main thread's only
+        for signum in signums:
+            if signal.getsignal(signum) is not signal.SIG_IGN:     # nohup's ignored SIGHUP stays ignored
+                previous[signum] = signal.signal(signum, interrupt)
     try:
         yield
     finally:
@@ -299,7 +304,7 @@ def _group_alive(pgid: int) -> bool:
         try:
             if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
                 return True
-        except (ProcessLookupError, psutil.Error):
+        except (OSError, psutil.Error):
             continue
     return False
 

@@ -103,11 +103,12 @@ def _build(settings: SessionSettings, conf: Mapping[str, Any]) -> tuple[Any, Pat
     A driver started here maps the host's class archive when ``stormpy spark-archive`` recorded
     one (``stormpy.spark.class_archive``); returns the session and the archive it started with.
     """
+    if settings.remote:         # no local JVM (and a connect-only pyspark has no SparkContext)
+        return _start(settings, settings.options), None
     from pyspark import SparkContext
 
     # A JVM this process started before (a session stopped and built again) is reused as it is.
-    fresh_jvm = not settings.remote and SparkContext._gateway is None
-    archive = class_archive.usable_archive(conf) if fresh_jvm else None
+    archive = class_archive.usable_archive(conf) if SparkContext._gateway is None else None
     options = class_archive.with_archive(settings.options, archive) if archive else None
     if archive is None or options is None:
         return _start(settings, settings.options), None

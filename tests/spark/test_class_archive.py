@@ -352,7 +352,8 @@ def test_a_worker_looks_for_the_archive_in_its_supervisors_local_dir(tmp_path: P
     look = "from stormpy.spark.class_archive import archive_dir\nprint(archive_dir({'storm.local.dir': 'storm-local'}))\n"
     in_worker = ("from stormpy.worker.worker import Worker\n"
                  "Worker({'storm.local.dir': '/srv/host-local'}, 'topo-1', 'sup-1', 6700, 'worker-1')\n" + look)
-    for script, expected in ((in_worker, "/srv/host-local/spark"), (look, str(tmp_path / "storm-local" / "spark"))):
+    for script, expected in ((in_worker, "/srv/host-local/spark"),
+                             (look, str(tmp_path.resolve() / "storm-local" / "spark"))):
         run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=_env(), capture_output=True,
                              text=True, timeout=60)
         assert run.returncode == 0 and run.stdout.strip() == expected, run.stdout + run.stderr
