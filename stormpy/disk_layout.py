@@ -52,6 +52,13 @@ def host_local_dir() -> Path | None:
     return _host_local_dir
 
 
+def user_state_dir(local_dir: str | os.PathLike[str], user: str) -> Path:
+    """Default state files of the workers run as ``user`` (``supervisor.run.worker.as.user``):
+    made theirs by the supervisor and kept across their workers, whose own directories (their
+    working directories) are removed with them."""
+    return Path(local_dir) / "state" / "users" / user
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename (atomic on POSIX)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pwd
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from stormpy import config as cfg
+from stormpy import disk_layout
 from stormpy.extras import import_module
 
 log = logging.getLogger(__name__)
@@ -328,6 +330,23 @@ class KeyValueState:
         self._store.close()
 
 
+def default_sqlite_path(conf: Mapping[str, Any]) -> Path:
+    """``<storm.local.dir>/state/kv_state.db``, the topology's ``storm.local.dir`` (relative by
+    default: the worker's working directory). A worker run as another user than its supervisor
+    (``supervisor.run.worker.as.user``) starts in its own worker directory, which is removed with
+    it: its state would not outlive a restart, so it is kept in the supervisor's directory under
+    the user's name (``disk_layout.user_state_dir``, made the user's by the supervisor)."""
+    host = disk_layout.host_local_dir()
+    if host is not None and conf.get(cfg.STORM_LOCAL_DIR.name) is None:
+        try:
+            other_user = os.geteuid() != host.stat().st_uid
+        except OSError:
+            other_user = False      # cannot see the supervisor's directory: nor use one in it
+        if other_user:
+            return disk_layout.user_state_dir(host, pwd.getpwuid(os.geteuid()).pw_name) / "kv_state.db"
+    return Path(str(cfg.read(conf, cfg.STORM_LOCAL_DIR))) / "state" / "kv_state.db"
+
+
 def open_state(conf: Mapping[str, Any], namespace: str) -> KeyValueState:
     """The KeyValueState of ``namespace`` from ``topology.state.provider`` (+ ``.config``)."""
     provider = str(cfg.read(conf, cfg.TOPOLOGY_STATE_PROVIDER))
@@ -337,9 +356,7 @@ def open_state(conf: Mapping[str, Any], namespace: str) -> KeyValueState:
     if provider == "memory":
         return KeyValueState(MemoryStore(namespace))
     if provider == "sqlite":
-        path = settings.get("path") or os.path.join(str(cfg.read(conf, cfg.STORM_LOCAL_DIR)),
-                                                    "state", "kv_state.db")
-        return KeyValueState(SqliteStore(path, namespace))
+        return KeyValueState(SqliteStore(settings.get("path") or default_sqlite_path(conf), namespace))
     if provider == "redis":
         url = settings.get("url")
         if not url:

@@ -284,13 +284,17 @@ class Launcher:
         return proc.pid
 
     def _hand_over(self, topology_id: str, worker_dir: Path, log_dir: Path, account: pwd.struct_passwd) -> None:
-        """Give ``account`` its worker directory (config, heartbeats) and its log directory, and
-        lend it the topology's code (root's, readable by the account's group); the directories
-        above them become pass-through (0711)."""
+        """Give ``account`` its worker directory (config, heartbeats), its log directory and its
+        state directory (``disk_layout.user_state_dir``), and lend it the topology's code (root's,
+        readable by the account's group); the directories above them become pass-through (0711)."""
         code = disk_layout.stormdist_dir(self.local_dir, topology_id)
         for top, owned in ((Path(self.local_dir), worker_dir), (Path(self.log_dir), log_dir)):
             _let_pass(top, owned)
             _give(owned, account, recursive=True)
+        state = disk_layout.user_state_dir(self.local_dir, account.pw_name)   # the sqlite state's default
+        state.mkdir(parents=True, exist_ok=True)
+        _let_pass(Path(self.local_dir), state)
+        _give(state, account)
         _let_pass(Path(self.local_dir), code)
         _lend(code, account)
 

@@ -22,7 +22,6 @@ gets o+x for the module and its mode back afterwards.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pwd
@@ -41,6 +40,8 @@ from stormpy.auth import set_user_password, topology_zookeeper_payload
 from stormpy.certs import make_cert
 from stormpy.testing import wait_until
 from tests.tls_helpers import make_cert_set
+from tests.user_helpers import (create_user, exists, let_run_this_interpreter, let_users_pass, restore_passes,
+                                why_not_possible)
 from test_cluster_faults import acked_ids, counts, finish, run_conf, unique
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -52,82 +53,22 @@ SECRET_TEXT = "a-cluster-secret-for-the-hostile-test-0123456789"
 ZK_PAYLOAD = "stormpy:zk-pass-hostile-test"
 
 
-def _why_not_possible() -> str | None:
-    if os.geteuid() != 0:
-        return "supervisor.run.worker.as.user needs the test to run as root (it switches users)"
-    for tool in ("useradd", "userdel"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed: cannot create the unprivileged worker users"
-    return None
-
-
-def _create_user(name: str) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                       check=True, capture_output=True)
-        return pwd.getpwnam(name)
-
-
-def _runs_as(account: pwd.struct_passwd) -> str | None:
-    """None when ``account`` can run this interpreter and import stormpy; else why not."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    try:
-        result = subprocess.run([sys.executable, "-c", "import stormpy.worker.worker, kazoo, zmq"],
-                                user=account.pw_uid, group=account.pw_gid, extra_groups=[], env=env, cwd="/",
-                                capture_output=True, text=True, timeout=60)
-    except OSError as exc:
-        return str(exc)
-    return None if result.returncode == 0 else result.stderr.strip()[-300:]
-
-
-#: Directories this module made passable for other users (o+x) -> their old mode, restored at the end.
-_OPENED: dict[Path, int] = {}
-
-
-def _let_users_pass(*targets: Path) -> None:
-    """Give o+x to the directories above ``targets`` that other users cannot pass (pyenv under
-    /root, CI's private TMPDIR); their modes come back when the module ends."""
-    for target in targets:
-        resolved = target.resolve()
-        # the directories above it, and a directory target itself (a checkout in a 0700 mktemp dir)
-        for parent in [*reversed(resolved.parents), *([resolved] if resolved.is_dir() else [])]:
-            mode = parent.stat().st_mode
-            if not mode & stat.S_IXOTH:
-                _OPENED.setdefault(parent, stat.S_IMODE(mode))
-                os.chmod(parent, stat.S_IMODE(mode) | stat.S_IXOTH)
-
-
 @pytest.fixture(scope="module")
 def users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
-    reason = _why_not_possible()
+    reason = why_not_possible()
     if reason:
         pytest.skip(reason)
-    created = [name for name in (HOSTILE_USER, VICTIM_USER) if not _exists(name)]
-    hostile, victim = _create_user(HOSTILE_USER), _create_user(VICTIM_USER)
+    created = [name for name in (HOSTILE_USER, VICTIM_USER) if not exists(name)]
+    hostile, victim = create_user(HOSTILE_USER), create_user(VICTIM_USER)
     try:
-        if _runs_as(hostile) is not None:
-            _let_users_pass(Path(sys.executable), Path(sys.prefix), REPO)
-        problem = _runs_as(hostile)
+        problem = let_run_this_interpreter(hostile)
         if problem is not None:
             pytest.skip(f"user {HOSTILE_USER} cannot run this interpreter: {problem}")
         yield hostile, victim
     finally:
-        for path, mode in _OPENED.items():
-            with contextlib.suppress(FileNotFoundError):   # a cluster's own directory, gone already
-                os.chmod(path, mode)
-        _OPENED.clear()
+        restore_passes()
         for name in created:
             subprocess.run(["userdel", name], capture_output=True)
-
-
-def _exists(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +91,7 @@ def cluster(request: pytest.FixtureRequest, users, secrets: Path) -> Iterator[Pr
     """One supervisor (both topologies on one host), workers run as their submitters."""
     base = Path(tempfile.mkdtemp(prefix="stormpy-hostile-"))
     base.chmod(0o711)   # the workers' users pass through to their own directories
-    _let_users_pass(base)
+    let_users_pass(base)
     certs = secrets / "certs"
     conf = {"storm.thrift.auth.secret.file": str(secrets / "secret"),
             "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": ZK_PAYLOAD,
@@ -360,7 +301,7 @@ def test_run_as_user_needs_a_root_supervisor(users) -> None:
     """A supervisor not running as root refuses the switch at start: one line, exit 1."""
     hostile, _ = users
     home = Path(tempfile.mkdtemp(prefix="stormpy-unprivileged-"))
-    _let_users_pass(home)
+    let_users_pass(home)
     try:
         _supervisor_as(hostile, home)
     finally:
