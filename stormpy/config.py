@@ -430,7 +430,7 @@ TIMESTAMP_MAX_LAG_MS = _key("topology.bolts.tuple.timestamp.max.lag.ms", None, i
 WATERMARK_INTERVAL_MS = _key("topology.bolts.watermark.event.interval.ms", None, int, "Watermark every this many ms (default 1000).")
 LATE_TUPLE_STREAM = _key("topology.bolts.late.tuple.stream", None, str, "Stream that receives tuples older than the watermark.")
 TOPOLOGY_STATE_PROVIDER = _key("topology.state.provider", "sqlite", str, "Stateful bolts' KeyValueState: memory, sqlite (embedded default) or redis.")
-TOPOLOGY_STATE_PROVIDER_CONFIG = _key("topology.state.provider.config", None, dict, "Provider settings: {path} for sqlite (default <storm.local.dir>/state/kv_state.db; a worker run as another user by supervisor.run.worker.as.user: <the supervisor's storm.local.dir>/state/users/<user>/kv_state.db, which outlives its worker directory), {url, prefix} for redis.")
+TOPOLOGY_STATE_PROVIDER_CONFIG = _key("topology.state.provider.config", None, dict, "Provider settings: {path} for sqlite (default <storm.local.dir>/state/kv_state.db, the topology's storm.local.dir; with supervisor.run.worker.as.user: <the supervisor's storm.local.dir>/state/users/<uid>/kv_state.db, which outlives the worker's own directory), {url, prefix} for redis.")
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = _key("topology.state.checkpoint.interval.ms", 1000, int, "The checkpoint spout starts a checkpoint this often.")
 
 def local_bind_host(conf: Mapping[str, Any], any_host: str = "0.0.0.0") -> str:

@@ -35,16 +35,20 @@ T = TypeVar("T")
 
 
 _host_local_dir: Path | None = None
+_worker_state_dir: Path | None = None
 
 
-def set_host_local_dir(local_dir: str | Path) -> None:
-    """Called once by a worker process with its supervisor's ``storm.local.dir``.
+def set_host_local_dir(local_dir: str | Path, run_as_user: bool = False) -> None:
+    """Called once by a worker process with its supervisor's ``storm.local.dir`` and whether the
+    supervisor runs its workers as their submitters (``supervisor.run.worker.as.user``).
 
-    A task's config is its topology's (as submitted), which does not carry the host's directory;
-    host-wide files a task looks for (the Spark class archive) are found through this.
+    A task's config is its topology's (as submitted, every default filled in), which carries
+    neither: host-wide files a task looks for (the Spark class archive, an as-user worker's
+    state directory) are found through this.
     """
-    global _host_local_dir
+    global _host_local_dir, _worker_state_dir
     _host_local_dir = Path(local_dir).resolve()
+    _worker_state_dir = user_state_dir(_host_local_dir, os.geteuid()) if run_as_user else None
 
 
 def host_local_dir() -> Path | None:
@@ -52,11 +56,17 @@ def host_local_dir() -> Path | None:
     return _host_local_dir
 
 
-def user_state_dir(local_dir: str | os.PathLike[str], user: str) -> Path:
-    """Default state files of the workers run as ``user`` (``supervisor.run.worker.as.user``):
+def worker_state_dir() -> Path | None:
+    """In a worker run as its submitter, the state directory its supervisor made the user's
+    (``user_state_dir``); None elsewhere."""
+    return _worker_state_dir
+
+
+def user_state_dir(local_dir: str | os.PathLike[str], uid: int) -> Path:
+    """Default state files of the workers run as the user ``uid`` (``supervisor.run.worker.as.user``):
     made theirs by the supervisor and kept across their workers, whose own directories (their
-    working directories) are removed with them."""
-    return Path(local_dir) / "state" / "users" / user
+    working directories) are removed with them. Named by uid: a number, never a path."""
+    return Path(local_dir) / "state" / "users" / str(int(uid))
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import pwd
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -332,18 +330,13 @@ class KeyValueState:
 
 def default_sqlite_path(conf: Mapping[str, Any]) -> Path:
     """``<storm.local.dir>/state/kv_state.db``, the topology's ``storm.local.dir`` (relative by
-    default: the worker's working directory). A worker run as another user than its supervisor
+    default: the worker's working directory). A worker run as its submitter
     (``supervisor.run.worker.as.user``) starts in its own worker directory, which is removed with
-    it: its state would not outlive a restart, so it is kept in the supervisor's directory under
-    the user's name (``disk_layout.user_state_dir``, made the user's by the supervisor)."""
-    host = disk_layout.host_local_dir()
-    if host is not None and conf.get(cfg.STORM_LOCAL_DIR.name) is None:
-        try:
-            other_user = os.geteuid() != host.stat().st_uid
-        except OSError:
-            other_user = False      # cannot see the supervisor's directory: nor use one in it
-        if other_user:
-            return disk_layout.user_state_dir(host, pwd.getpwuid(os.geteuid()).pw_name) / "kv_state.db"
+    it, so its state would not outlive a restart: it is kept in the directory its supervisor made
+    the user's (``disk_layout.worker_state_dir``)."""
+    own = disk_layout.worker_state_dir()
+    if own is not None:
+        return own / "kv_state.db"
     return Path(str(cfg.read(conf, cfg.STORM_LOCAL_DIR))) / "state" / "kv_state.db"
 
 

@@ -14,7 +14,7 @@ its config is :func:`stormpy.auth.worker_conf` of the supervisor's, without the 
 file, the ZooKeeper payload or any daemon key, with that topology's own ZooKeeper identity and
 CURVE key. With ``supervisor.run.worker.as.user`` (a supervisor running as root) the worker runs
 as the topology's ``topology.submitter.user``; the files it needs (its directory, its config,
-the topology's code, its log directory) are handed to that user, 0700/0600, and the directories
+the topology's code, its log directory, its state directory) are handed to that user, 0700/0600, and the directories
 above them only let it pass (0711). A user that does not exist (or is root) is one line in the
 supervisor's log and no worker.
 """
@@ -291,8 +291,9 @@ class Launcher:
         for top, owned in ((Path(self.local_dir), worker_dir), (Path(self.log_dir), log_dir)):
             _let_pass(top, owned)
             _give(owned, account, recursive=True)
-        state = disk_layout.user_state_dir(self.local_dir, account.pw_name)   # the sqlite state's default
+        state = disk_layout.user_state_dir(self.local_dir, account.pw_uid)   # the sqlite state's default
         state.mkdir(parents=True, exist_ok=True)
+        os.chmod(state.parent, 0o711)       # users/: enter, not list
         _let_pass(Path(self.local_dir), state)
         _give(state, account)
         _let_pass(Path(self.local_dir), code)

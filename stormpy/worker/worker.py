@@ -84,7 +84,8 @@ class Worker:
         self.port = port
         self.worker_id = worker_id
         self.local_dir = self.conf[C.STORM_LOCAL_DIR]
-        disk_layout.set_host_local_dir(self.local_dir)    # tasks' configs are the topology's alone
+        # tasks' configs are the topology's alone: the host's directories are the worker's to say
+        disk_layout.set_host_local_dir(self.local_dir, bool(self.conf[C.SUPERVISOR_RUN_WORKER_AS_USER]))
         self.started_at = time.time()
         self.executors: list[ExecutorRange] = []
         self.host = self.conf[C.STORM_LOCAL_HOSTNAME] or socket.gethostname()

@@ -22,6 +22,7 @@ gets o+x for the module and its mode back afterwards.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -40,8 +41,6 @@ from stormpy.auth import set_user_password, topology_zookeeper_payload
 from stormpy.certs import make_cert
 from stormpy.testing import wait_until
 from tests.tls_helpers import make_cert_set
-from tests.user_helpers import (create_user, exists, let_run_this_interpreter, let_users_pass, restore_passes,
-                                why_not_possible)
 from test_cluster_faults import acked_ids, counts, finish, run_conf, unique
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -53,22 +52,82 @@ SECRET_TEXT = "a-cluster-secret-for-the-hostile-test-0123456789"
 ZK_PAYLOAD = "stormpy:zk-pass-hostile-test"
 
 
+def _why_not_possible() -> str | None:
+    if os.geteuid() != 0:
+        return "supervisor.run.worker.as.user needs the test to run as root (it switches users)"
+    for tool in ("useradd", "userdel"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed: cannot create the unprivileged worker users"
+    return None
+
+
+def _create_user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                       check=True, capture_output=True)
+        return pwd.getpwnam(name)
+
+
+def _runs_as(account: pwd.struct_passwd) -> str | None:
+    """None when ``account`` can run this interpreter and import stormpy; else why not."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        result = subprocess.run([sys.executable, "-c", "import stormpy.worker.worker, kazoo, zmq"],
+                                user=account.pw_uid, group=account.pw_gid, extra_groups=[], env=env, cwd="/",
+                                capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        return str(exc)
+    return None if result.returncode == 0 else result.stderr.strip()[-300:]
+
+
+#: Directories this module made passable for other users (o+x) -> their old mode, restored at the end.
+_OPENED: dict[Path, int] = {}
+
+
+def _let_users_pass(*targets: Path) -> None:
+    """Give o+x to the directories above ``targets`` that other users cannot pass (pyenv under
+    /root, CI's private TMPDIR); their modes come back when the module ends."""
+    for target in targets:
+        resolved = target.resolve()
+        # the directories above it, and a directory target itself (a checkout in a 0700 mktemp dir)
+        for parent in [*reversed(resolved.parents), *([resolved] if resolved.is_dir() else [])]:
+            mode = parent.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                _OPENED.setdefault(parent, stat.S_IMODE(mode))
+                os.chmod(parent, stat.S_IMODE(mode) | stat.S_IXOTH)
+
+
 @pytest.fixture(scope="module")
 def users() -> Iterator[tuple[pwd.struct_passwd, pwd.struct_passwd]]:
-    reason = why_not_possible()
+    reason = _why_not_possible()
     if reason:
         pytest.skip(reason)
-    created = [name for name in (HOSTILE_USER, VICTIM_USER) if not exists(name)]
-    hostile, victim = create_user(HOSTILE_USER), create_user(VICTIM_USER)
+    created = [name for name in (HOSTILE_USER, VICTIM_USER) if not _exists(name)]
+    hostile, victim = _create_user(HOSTILE_USER), _create_user(VICTIM_USER)
     try:
-        problem = let_run_this_interpreter(hostile)
+        if _runs_as(hostile) is not None:
+            _let_users_pass(Path(sys.executable), Path(sys.prefix), REPO)
+        problem = _runs_as(hostile)
         if problem is not None:
             pytest.skip(f"user {HOSTILE_USER} cannot run this interpreter: {problem}")
         yield hostile, victim
     finally:
-        restore_passes()
+        for path, mode in _OPENED.items():
+            with contextlib.suppress(FileNotFoundError):   # a cluster's own directory, gone already
+                os.chmod(path, mode)
+        _OPENED.clear()
         for name in created:
             subprocess.run(["userdel", name], capture_output=True)
+
+
+def _exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +150,7 @@ def cluster(request: pytest.FixtureRequest, users, secrets: Path) -> Iterator[Pr
     """One supervisor (both topologies on one host), workers run as their submitters."""
     base = Path(tempfile.mkdtemp(prefix="stormpy-hostile-"))
     base.chmod(0o711)   # the workers' users pass through to their own directories
-    let_users_pass(base)
+    _let_users_pass(base)
     certs = secrets / "certs"
     conf = {"storm.thrift.auth.secret.file": str(secrets / "secret"),
             "storm.zookeeper.auth.scheme": "digest", "storm.zookeeper.auth.payload": ZK_PAYLOAD,
@@ -301,7 +360,7 @@ def test_run_as_user_needs_a_root_supervisor(users) -> None:
     """A supervisor not running as root refuses the switch at start: one line, exit 1."""
     hostile, _ = users
     home = Path(tempfile.mkdtemp(prefix="stormpy-unprivileged-"))
-    let_users_pass(home)
+    _let_users_pass(home)
     try:
         _supervisor_as(hostile, home)
     finally:
@@ -321,3 +380,62 @@ def _supervisor_as(hostile: pwd.struct_passwd, home: Path) -> None:
     assert result.stderr.strip().splitlines()[-1].endswith(
         "supervisor.run.worker.as.user needs the supervisor to run as root (it starts each worker as its "
         "topology's submitter)"), result.stderr
+
+
+# One worker's life as its submitter: the Worker reads the config its supervisor wrote (as
+# python -m stormpy.worker does), a stateful bolt opens its state with a task's config (the
+# topology's, every default filled in) and commits one transaction.
+WORKER_LIFE = """
+import json, sys
+from stormpy import config as cfg
+from stormpy.stateful.state import default_sqlite_path, open_state
+from stormpy.worker.worker import Worker
+Worker(json.load(open(sys.argv[1])), "topo-1", "sup-1", 6700, sys.argv[2])
+conf = dict(cfg.Config({"topology.name": "counter", "topology.state.provider": "sqlite"}))
+state = open_state(conf, "counter/count/3")
+seen = state.get("n", 0)
+state.put("n", seen + 1)
+state.prepare_commit(seen + 1)
+state.commit(seen + 1)
+state.close()
+print(seen, default_sqlite_path(conf))
+"""
+
+
+def test_a_restarted_worker_run_as_its_submitter_reads_its_last_state(users) -> None:
+    """A worker run as its submitter starts in its own worker directory, which the supervisor
+    removes with it: the default SQLite state must live elsewhere, or each restart (a new worker
+    id) starts from nothing. Two workers in turn, the second reads what the first committed."""
+    from stormpy import disk_layout
+    from stormpy.supervisor import localstate
+    from stormpy.supervisor.launcher import Launcher
+
+    hostile, _ = users
+    base = Path(tempfile.mkdtemp(prefix="stormpy-state-as-user-"))
+    _let_users_pass(base)
+    try:
+        local = base / "local"
+        disk_layout.stormdist_dir(local, "topo-1").mkdir(parents=True)     # the topology's code, lent
+        launcher = Launcher({"storm.local.dir": str(local), "storm.log.dir": str(base / "logs"),
+                             "supervisor.run.worker.as.user": True}, "sup-1")
+        seen = []
+        for worker_id in ("worker-1", "worker-2"):
+            pid = launcher.launch("topo-1", 6700, worker_id, topology_conf={"topology.submitter.user": HOSTILE_USER},
+                                  python="/bin/true")      # the directories and config, no worker process
+            launcher._children[pid].wait()
+            life = subprocess.run([sys.executable, "-c", WORKER_LIFE,
+                                   str(localstate.worker_conf_path(launcher.local_dir, worker_id)), worker_id],
+                                  user=hostile.pw_uid, group=hostile.pw_gid, extra_groups=[],
+                                  cwd=disk_layout.worker_dir(local, worker_id),
+                                  env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                                  timeout=60)
+            assert life.returncode == 0, life.stderr
+            count, path = life.stdout.split()
+            seen.append(int(count))
+            disk_layout.remove_worker_dir(local, worker_id)     # as the supervisor does with a dead worker
+        assert seen == [0, 1], "the restarted worker did not read what the last one committed"
+        assert Path(path) == disk_layout.user_state_dir(local, hostile.pw_uid) / "kv_state.db"
+        assert (Path(path).stat().st_uid, stat.S_IMODE(Path(path).parent.stat().st_mode)) == (hostile.pw_uid, 0o700)
+        assert stat.S_IMODE(Path(path).parent.parent.stat().st_mode) == 0o711      # users/: enter, not list
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
