@@ -130,7 +130,7 @@ def _no_host_local_dir() -> Iterator[None]:
     from stormpy import disk_layout
 
     yield
-    disk_layout._host_local_dir = None
+    disk_layout._host_local_dir = disk_layout._worker_state_dir = None
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,9 @@ resubmitted topology of the same name finds its state. Stores run on the executo
 
 - ``memory``: a dict per process (survives a task's re-creation, not its worker's death).
 - ``sqlite`` (``{"path": ...}``, default ``<storm.local.dir>/state/kv_state.db``; the default
-  provider): one file, WAL mode, tables ``kv_state``/``kv_prepared``.
+  provider): one file, WAL mode, tables ``kv_state``/``kv_prepared``. In a worker run as its
+  submitter the default, and a relative ``path``, are in the state directory its supervisor made
+  the user's (``default_sqlite_path``): its working directory goes with it.
 - ``redis`` (``{"url": ..., "prefix": ...}``): hash ``<prefix>:<ns>:committed`` and string
   ``<prefix>:<ns>:prepared``; ``commit`` is a MULTI/EXEC transaction.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -349,7 +352,11 @@ def open_state(conf: Mapping[str, Any], namespace: str) -> KeyValueState:
     if provider == "memory":
         return KeyValueState(MemoryStore(namespace))
     if provider == "sqlite":
-        return KeyValueState(SqliteStore(settings.get("path") or default_sqlite_path(conf), namespace))
+        path = settings.get("path")
+        own = disk_layout.worker_state_dir()
+        if path and own is not None and not os.path.isabs(path):
+            path = own / path        # not the working directory of a worker run as its submitter
+        return KeyValueState(SqliteStore(path or default_sqlite_path(conf), namespace))
     if provider == "redis":
         url = settings.get("url")
         if not url:

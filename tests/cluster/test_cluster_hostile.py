@@ -425,7 +425,7 @@ def test_a_restarted_worker_run_as_its_submitter_reads_its_last_state(users) -> 
             launcher._children[pid].wait()
             life = subprocess.run([sys.executable, "-c", WORKER_LIFE,
                                    str(localstate.worker_conf_path(launcher.local_dir, worker_id)), worker_id],
-                                  user=hostile.pw_uid, group=hostile.pw_gid, extra_groups=[],
+                                  user=hostile.pw_uid, group=hostile.pw_gid, extra_groups=[], umask=0o077,
                                   cwd=disk_layout.worker_dir(local, worker_id),
                                   env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                                   timeout=60)
@@ -435,7 +435,8 @@ def test_a_restarted_worker_run_as_its_submitter_reads_its_last_state(users) -> 
             disk_layout.remove_worker_dir(local, worker_id)     # as the supervisor does with a dead worker
         assert seen == [0, 1], "the restarted worker did not read what the last one committed"
         assert Path(path) == disk_layout.user_state_dir(local, hostile.pw_uid) / "kv_state.db"
-        assert (Path(path).stat().st_uid, stat.S_IMODE(Path(path).parent.stat().st_mode)) == (hostile.pw_uid, 0o700)
+        assert (Path(path).stat().st_uid, stat.S_IMODE(Path(path).stat().st_mode)) == (hostile.pw_uid, 0o600)
+        assert stat.S_IMODE(Path(path).parent.stat().st_mode) == 0o700
         assert stat.S_IMODE(Path(path).parent.parent.stat().st_mode) == 0o711      # users/: enter, not list
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -116,3 +116,25 @@ def test_checkpoint_state_table_is_storms() -> None:
     assert next_state(5, PREPARING, False) == (5, COMMITTING)
     assert next_state(5, PREPARING, True) == (4, COMMITTED)
     assert next_state(5, COMMITTING, True) == (5, COMMITTED)
+
+
+def test_a_worker_run_as_its_submitter_keeps_sqlite_state_in_its_state_directory(tmp_path: Path) -> None:
+    """Its working directory goes with it: the default file and a relative ``path`` are in the
+    directory its supervisor made the user's (tests/cluster/test_cluster_hostile.py runs it as a
+    real second user); an absolute ``path`` stays where it says, and other workers keep theirs."""
+    import os
+
+    from stormpy import config as cfg
+    from stormpy import disk_layout
+
+    conf = dict(cfg.Config({"topology.name": "t", "topology.state.provider": "sqlite"}))   # as a task gets it
+    own = disk_layout.user_state_dir(tmp_path / "host", os.geteuid())
+    own.mkdir(parents=True)
+    disk_layout.set_host_local_dir(tmp_path / "host", run_as_user=True)
+    open_state(conf, "t/count/1").close()
+    open_state({**conf, "topology.state.provider.config": {"path": "mine.db"}}, "t/count/1").close()
+    elsewhere = tmp_path / "abs" / "state.db"
+    open_state({**conf, "topology.state.provider.config": {"path": str(elsewhere)}}, "t/count/1").close()
+    assert sorted(p.name for p in own.glob("*.db")) == ["kv_state.db", "mine.db"] and elsewhere.exists()
+    disk_layout.set_host_local_dir(tmp_path / "host", run_as_user=False)
+    assert disk_layout.worker_state_dir() is None
