@@ -32,8 +32,8 @@ Recordings and sessions in other processes meet only through renames.
 """
 from __future__ import annotations
 
-import fcntl
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -232,10 +232,8 @@ def _publish(tmp: Path, target: Path) -> None:
     stat = target.stat()
     sidecar = {"size": stat.st_size, "inode": stat.st_ino, "java": str(_java()),
                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    staged = target.with_name(f"{RECORDING_PREFIX}{target.stem}{SIDECAR_SUFFIX}")
-    staged.write_text(json.dumps(sidecar))
-    os.chmod(staged, 0o644)
-    os.replace(staged, target.with_suffix(SIDECAR_SUFFIX))
+    disk_layout.atomic_write(target.with_suffix(SIDECAR_SUFFIX), json.dumps(sidecar).encode())
+    os.chmod(target.with_suffix(SIDECAR_SUFFIX), 0o644)     # until then 0600: other users skip it a moment
 
 
 def _record(out: Path, log_file: Path, progress: Callable[[str], None]) -> None:

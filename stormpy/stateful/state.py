@@ -20,7 +20,7 @@ resubmitted topology of the same name finds its state. Stores run on the executo
 - ``sqlite`` (``{"path": ...}``, default ``<storm.local.dir>/state/kv_state.db``; the default
   provider): one file, WAL mode, tables ``kv_state``/``kv_prepared``. In a worker run as its
   submitter the default, and a relative ``path``, are in the state directory its supervisor made
-  the user's (``default_sqlite_path``): its working directory goes with it.
+  the user's (``sqlite_path``): its working directory goes with it.
 - ``redis`` (``{"url": ..., "prefix": ...}``): hash ``<prefix>:<ns>:committed`` and string
   ``<prefix>:<ns>:prepared``; ``commit`` is a MULTI/EXEC transaction.
 """
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
@@ -331,15 +330,17 @@ class KeyValueState:
         self._store.close()
 
 
-def default_sqlite_path(conf: Mapping[str, Any]) -> Path:
-    """``<storm.local.dir>/state/kv_state.db``, the topology's ``storm.local.dir`` (relative by
-    default: the worker's working directory). A worker run as its submitter
-    (``supervisor.run.worker.as.user``) starts in its own worker directory, which is removed with
-    it, so its state would not outlive a restart: it is kept in the directory its supervisor made
-    the user's (``disk_layout.worker_state_dir``)."""
+def sqlite_path(conf: Mapping[str, Any], configured: str | None = None) -> Path:
+    """The configured ``path``, else ``<storm.local.dir>/state/kv_state.db`` (the topology's
+    ``storm.local.dir``, relative by default: the worker's working directory). A worker run as its
+    submitter (``supervisor.run.worker.as.user``) starts in its own worker directory, which is
+    removed with it, so its state would not outlive a restart: the default, and a relative
+    ``path``, are in the directory its supervisor made the user's (``disk_layout.worker_state_dir``)."""
     own = disk_layout.worker_state_dir()
     if own is not None:
-        return own / "kv_state.db"
+        return own / (configured or "kv_state.db")      # an absolute ``path`` stays what it says
+    if configured:
+        return Path(configured)
     return Path(str(cfg.read(conf, cfg.STORM_LOCAL_DIR))) / "state" / "kv_state.db"
 
 
@@ -352,11 +353,7 @@ def open_state(conf: Mapping[str, Any], namespace: str) -> KeyValueState:
     if provider == "memory":
         return KeyValueState(MemoryStore(namespace))
     if provider == "sqlite":
-        path = settings.get("path")
-        own = disk_layout.worker_state_dir()
-        if path and own is not None and not os.path.isabs(path):
-            path = own / path        # not the working directory of a worker run as its submitter
-        return KeyValueState(SqliteStore(path or default_sqlite_path(conf), namespace))
+        return KeyValueState(SqliteStore(sqlite_path(conf, settings.get("path")), namespace))
     if provider == "redis":
         url = settings.get("url")
         if not url:

@@ -388,7 +388,7 @@ def _supervisor_as(hostile: pwd.struct_passwd, home: Path) -> None:
 WORKER_LIFE = """
 import json, sys
 from stormpy import config as cfg
-from stormpy.stateful.state import default_sqlite_path, open_state
+from stormpy.stateful.state import open_state, sqlite_path
 from stormpy.worker.worker import Worker
 Worker(json.load(open(sys.argv[1])), "topo-1", "sup-1", 6700, sys.argv[2])
 conf = dict(cfg.Config({"topology.name": "counter", "topology.state.provider": "sqlite"}))
@@ -398,7 +398,7 @@ state.put("n", seen + 1)
 state.prepare_commit(seen + 1)
 state.commit(seen + 1)
 state.close()
-print(seen, default_sqlite_path(conf))
+print(seen, sqlite_path(conf))
 """
 
 
